@@ -1,0 +1,1 @@
+"""Task schema, JSONL loading and validation, importers, verifiable checks, rubric reward."""

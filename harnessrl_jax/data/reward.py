@@ -1,0 +1,80 @@
+"""Rubric reward over a judge's score matrix, vectorised over (tasks, criteria, rollouts).
+
+    r_j = sum_m lambda_m s_mj / sum_m max(lambda_m, 0)          (HealthBench convention)
+
+Unscored cells (the judge gave no parseable verdict) are never read as 0 or 1. A rollout's
+reward is computed over the criteria that WERE scored for it, numerator and denominator
+alike, so a missing verdict neither rewards nor punishes:
+
+    r_j = sum_{m scored} lambda_m s_mj / sum_{m scored} max(lambda_m, 0)
+
+If no positive-weight criterion was scored for a rollout, its reward is undefined:
+`valid[t, j]` is False and `reward[t, j]` is 0 so that it cannot poison a mean; callers
+mask such rollouts out. `coverage` says which share of the positive weight was scored,
+and `num_unscored` counts unscored real cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from harnessrl_jax.data.schema import Task
+
+
+class RubricArrays(NamedTuple):
+  """Criterion weights of a batch of tasks, padded to the longest rubric."""
+
+  weights: np.ndarray          # [tasks, criteria] float32; 0 on padding
+  criterion_mask: np.ndarray   # [tasks, criteria] bool; False on padding
+
+
+class Reward(NamedTuple):
+  reward: jnp.ndarray          # [tasks, rollouts]; 0 where not valid
+  valid: jnp.ndarray           # [tasks, rollouts] bool
+  coverage: jnp.ndarray        # [tasks, rollouts] scored positive weight / all positive weight
+  num_unscored: jnp.ndarray    # [] int32, real cells without a verdict
+
+
+def rubric_arrays(tasks: Sequence[Task], num_criteria: int | None = None) -> RubricArrays:
+  """Pads the tasks' criterion weights to `num_criteria` (default: the longest rubric)."""
+  k = max((len(t.criteria) for t in tasks), default=0)
+  num_criteria = k if num_criteria is None else num_criteria
+  if num_criteria < k:
+    raise ValueError(f"num_criteria={num_criteria} is below the longest rubric ({k})")
+  weights = np.zeros((len(tasks), num_criteria), np.float32)
+  mask = np.zeros((len(tasks), num_criteria), bool)
+  for i, task in enumerate(tasks):
+    weights[i, :len(task.criteria)] = [c.weight for c in task.criteria]
+    mask[i, :len(task.criteria)] = True
+  return RubricArrays(weights, mask)
+
+
+def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False) -> Reward:
+  """Rewards of every rollout.
+
+  Args:
+    scores: [tasks, criteria, rollouts], 1 where the criterion was judged met.
+    scored: [tasks, criteria, rollouts] bool, True where the judge gave a verdict.
+    weights: [tasks, criteria] criterion weights lambda (negative = penalty).
+    criterion_mask: [tasks, criteria] bool, False on padding.
+    clip: clip rewards to [0, 1], for data whose convention says so (HealthBench does).
+  """
+  scores = jnp.asarray(scores, jnp.float32)
+  live = jnp.asarray(scored, bool) & jnp.asarray(criterion_mask, bool)[:, :, None]
+  lam = jnp.asarray(weights, jnp.float32)[:, :, None]
+  pos = jnp.maximum(lam, 0.0)
+  numer = jnp.sum(jnp.where(live, lam * scores, 0.0), axis=1)
+  denom = jnp.sum(jnp.where(live, pos, 0.0), axis=1)
+  total_pos = jnp.sum(jnp.where(jnp.asarray(criterion_mask)[:, :, None], pos, 0.0), axis=1)
+  valid = denom > 0
+  reward = jnp.where(valid, numer / jnp.where(valid, denom, 1.0), 0.0)
+  if clip:
+    reward = jnp.clip(reward, 0.0, 1.0)
+  coverage = jnp.where(total_pos > 0, denom / jnp.where(total_pos > 0, total_pos, 1.0), 0.0)
+  real = jnp.broadcast_to(jnp.asarray(criterion_mask, bool)[:, :, None], live.shape)
+  num_unscored = jnp.sum(real & ~jnp.asarray(scored, bool)).astype(jnp.int32)
+  return Reward(reward, valid, coverage, num_unscored)

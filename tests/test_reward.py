@@ -1,0 +1,74 @@
+"""Rubric reward against a plain-Python reference, including unscored cells and padding."""
+
+import numpy as np
+import pytest
+
+from harnessrl_jax.data.reward import rubric_arrays, rubric_reward
+from harnessrl_jax.data.schema import Criterion, Message, Task
+
+
+def _reference(scores, scored, weights, cmask, clip=False):
+  t_, k_, j_ = scores.shape
+  out = np.zeros((t_, j_))
+  valid = np.zeros((t_, j_), bool)
+  for t in range(t_):
+    for j in range(j_):
+      num = den = 0.0
+      for k in range(k_):
+        if cmask[t, k] and scored[t, k, j]:
+          num += weights[t, k] * scores[t, k, j]
+          den += max(weights[t, k], 0.0)
+      if den > 0:
+        valid[t, j] = True
+        out[t, j] = min(max(num / den, 0), 1) if clip else num / den
+  return out, valid
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_matches_reference_on_random_inputs(clip):
+  rng = np.random.default_rng(0)
+  scores = rng.integers(0, 2, (5, 7, 8)).astype(np.float32)
+  scored = rng.random((5, 7, 8)) > 0.2
+  weights = rng.normal(2, 4, (5, 7)).astype(np.float32)
+  cmask = rng.random((5, 7)) > 0.2
+  got = rubric_reward(scores, scored, weights, cmask, clip=clip)
+  want, valid = _reference(scores, scored, weights, cmask, clip)
+  np.testing.assert_array_equal(np.asarray(got.valid), valid)
+  np.testing.assert_allclose(np.asarray(got.reward), want, rtol=1e-6, atol=1e-6)
+  assert int(got.num_unscored) == int(np.sum(cmask[:, :, None] & ~scored))
+
+
+def test_hand_computed_with_penalty():
+  # weights 6, 4, -5: all positives met, penalty triggered -> (6 + 4 - 5) / 10 = 0.5.
+  scores = np.array([[[1, 0], [1, 1], [1, 0]]], np.float32)
+  scored = np.ones_like(scores, bool)
+  got = rubric_reward(scores, scored, np.array([[6, 4, -5]]), np.ones((1, 3), bool))
+  np.testing.assert_allclose(np.asarray(got.reward), [[0.5, 0.4]])
+
+
+def test_unscored_cell_is_excluded_not_zero():
+  scores = np.array([[[1], [0]]], np.float32)
+  scored = np.array([[[True], [False]]])
+  got = rubric_reward(scores, scored, np.array([[5.0, 5.0]]), np.ones((1, 2), bool))
+  assert float(got.reward[0, 0]) == 1.0          # over the scored criterion only
+  assert float(got.coverage[0, 0]) == 0.5
+  assert int(got.num_unscored) == 1
+
+
+def test_no_scored_positive_weight_is_invalid():
+  scores = np.ones((1, 2, 1), np.float32)
+  scored = np.array([[[False], [True]]])
+  got = rubric_reward(scores, scored, np.array([[5.0, -3.0]]), np.ones((1, 2), bool))
+  assert not bool(got.valid[0, 0])
+  assert float(got.reward[0, 0]) == 0.0
+
+
+def test_rubric_arrays_pads():
+  def task(n):
+    crits = tuple(Criterion(f"c{i}", "t", float(i + 1)) for i in range(n))
+    return Task("t", "science", (Message("user", "q"),), crits)
+  arrays = rubric_arrays([task(1), task(3)])
+  np.testing.assert_array_equal(arrays.weights, [[1, 0, 0], [1, 2, 3]])
+  np.testing.assert_array_equal(arrays.criterion_mask, [[1, 0, 0], [1, 1, 1]])
+  with pytest.raises(ValueError):
+    rubric_arrays([task(3)], num_criteria=2)
