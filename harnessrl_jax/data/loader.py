@@ -108,7 +108,8 @@ def _parse_check(value: Any, field: str, p: _Problems) -> Check | None:
     return None
   kind = value.get("type")
   if not isinstance(kind, str) or not kind:
-    p.add(field + ".type", "missing check type (a name from checks.CHECKS)")
+    p.add(field + ".type", "missing check type (a name from checks.CHECKS)" if kind is None
+          else f"must be the name of a check, got {_type_name(kind)}")
     return None
   args = {k: v for k, v in value.items() if k != "type"}
   problems = checks.validate_check(kind, args)
@@ -302,14 +303,14 @@ def validate_files(paths: Iterable[str | os.PathLike]
   """
   good: dict[str, tuple[Task, ...]] = {}
   problems: list[str] = []
-  seen: dict[str, str] = {}  # task id -> "FILE:LINE" of its first occurrence
-  for path in map(os.fspath, paths):
+  seen: dict[str, tuple[int, str]] = {}  # task id -> (file index, "FILE:LINE") of its first use
+  for index, path in enumerate(map(os.fspath, paths)):
     tasks, file_problems = _read(path)
     for lineno, task in tasks:
-      if task.id in seen and not seen[task.id].startswith(path + ":"):
+      first = seen.setdefault(task.id, (index, f"{path}:{lineno}"))
+      if first[0] != index:  # duplicates inside one file are already reported by _read
         file_problems.append(f"{path}:{lineno}: id: duplicate task id {task.id!r} (first in "
-                             f"{seen[task.id]})")
-      seen.setdefault(task.id, f"{path}:{lineno}")
+                             f"{first[1]})")
     problems.extend(file_problems)
     if not file_problems:
       good[path] = tuple(t for _, t in tasks)
