@@ -1,0 +1,224 @@
+"""The semantics index: criterion embeddings in faiss, queried for similar criteria of
+other tasks.
+
+Rows are unit vectors, so inner product = cosine. Each row belongs to one
+(task_id, criterion_id, text); rewriting a criterion marks its row dead and appends a new
+one, deleting marks it dead (HNSW cannot remove vectors). Queries over-fetch and drop
+dead rows and the querying task's own criteria, widening the search until `k` survive or
+the similarities fall below eta. Dead rows are compacted away by a rebuild once they pass
+`rebuild_dead_fraction`.
+
+Index choice: exact flat inner product up to `exact_max_size` rows; above it HNSW or IVF
+(`approx_kind`). The faiss index is saved as a file rather than rebuilt on load: HNSW
+construction is multi-threaded and not reproducible, a stored graph is, so a restored
+index answers every query exactly as the saved one did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import faiss
+import numpy as np
+
+from harnessrl_jax.errors import ConfigError, HarnessError
+
+KINDS = ("flat", "hnsw", "ivf")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+  task_id: str
+  criterion_id: str
+  text: str
+  cosine: float
+
+
+def normalise(v: np.ndarray) -> np.ndarray:
+  v = np.array(v, np.float32, ndmin=2)
+  norms = np.linalg.norm(v, axis=1, keepdims=True)
+  if np.any(norms == 0) or not np.all(np.isfinite(v)):
+    raise HarnessError("an embedding is zero or not finite; cannot take its cosine")
+  return np.ascontiguousarray(v / norms)
+
+
+class SemanticIndex:
+  """Embeddings of criterion texts, keyed by (task_id, criterion_id)."""
+
+  def __init__(self, dim: int, config):
+    if config.approx_kind not in ("hnsw", "ivf"):
+      raise ConfigError(f"memory.approx_kind={config.approx_kind!r}: use 'hnsw' or 'ivf'")
+    self.dim = int(dim)
+    self.config = config
+    self.entries: list[tuple[str, str, str]] = []  # row -> (task_id, criterion_id, text)
+    self.vectors = np.zeros((0, self.dim), np.float32)
+    self.live = np.zeros((0,), bool)
+    self.rows: dict[tuple[str, str], int] = {}     # live key -> row
+    self.kind = "flat"
+    self.index = faiss.IndexFlatIP(self.dim)
+
+  # ---- size and lookups
+
+  def __len__(self) -> int:
+    return len(self.rows)
+
+  def text(self, task_id: str, criterion_id: str) -> str | None:
+    row = self.rows.get((task_id, criterion_id))
+    return None if row is None else self.entries[row][2]
+
+  def vector(self, task_id: str, criterion_id: str) -> np.ndarray:
+    row = self.rows.get((task_id, criterion_id))
+    if row is None:
+      raise HarnessError(f"memory has no embedding of criterion {criterion_id!r} of task "
+                         f"{task_id!r}; sync the rubric first")
+    return self.vectors[row]
+
+  def keys(self) -> list[tuple[str, str]]:
+    return sorted(self.rows)
+
+  # ---- updates
+
+  def upsert(self, keys: list[tuple[str, str]], texts: list[str],
+             vectors: np.ndarray) -> None:
+    """Adds or replaces the embeddings of `keys` (vectors are normalised here)."""
+    if len(set(keys)) != len(keys):
+      raise HarnessError("upsert: a (task_id, criterion_id) key appears twice in one call")
+    vectors = normalise(vectors) if len(keys) else np.zeros((0, self.dim), np.float32)
+    if vectors.shape != (len(keys), self.dim):
+      raise HarnessError(f"embeddings of shape {vectors.shape}; expected "
+                         f"({len(keys)}, {self.dim}) (the index's dimension is fixed)")
+    for key in keys:
+      self._kill(key)
+    start = len(self.entries)
+    self.entries.extend((k[0], k[1], t) for k, t in zip(keys, texts, strict=True))
+    self.vectors = np.concatenate([self.vectors, vectors])
+    self.live = np.concatenate([self.live, np.ones(len(keys), bool)])
+    for i, key in enumerate(keys):
+      self.rows[key] = start + i
+    if self.kind == "flat" and self._want_approx(len(self.entries)):
+      self.rebuild()
+    else:
+      self.index.add(vectors)
+      self._maybe_compact()
+
+  def remove(self, keys: list[tuple[str, str]]) -> None:
+    for key in keys:
+      self._kill(key)
+    self._maybe_compact()
+
+  def _kill(self, key: tuple[str, str]) -> None:
+    row = self.rows.pop(key, None)
+    if row is not None:
+      self.live[row] = False
+
+  def _want_approx(self, n: int) -> bool:
+    return n > self.config.exact_max_size
+
+  def _maybe_compact(self) -> None:
+    dead = len(self.entries) - len(self.rows)
+    if dead and dead > self.config.rebuild_dead_fraction * len(self.entries):
+      self.rebuild()
+
+  def rebuild(self) -> None:
+    """Drops dead rows and builds the index the config selects for the live size."""
+    keep = np.flatnonzero(self.live)
+    self.entries = [self.entries[i] for i in keep]
+    self.vectors = np.ascontiguousarray(self.vectors[keep])
+    self.live = np.ones(len(keep), bool)
+    self.rows = {(e[0], e[1]): i for i, e in enumerate(self.entries)}
+    self.kind, self.index = self._new_index(self.vectors)
+    self.index.add(self.vectors)
+
+  def _new_index(self, vectors: np.ndarray):
+    n = len(vectors)
+    if not self._want_approx(n):
+      return "flat", faiss.IndexFlatIP(self.dim)
+    c = self.config
+    if c.approx_kind == "hnsw":
+      index = faiss.IndexHNSWFlat(self.dim, c.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+      index.hnsw.efConstruction = c.hnsw_ef_construction
+      index.hnsw.efSearch = c.hnsw_ef_search
+      return "hnsw", index
+    # faiss's k-means wants >= 39 training points per list.
+    nlist = max(1, min(c.ivf_nlist or int(4 * math.sqrt(n)), n // 39))
+    quantizer = faiss.IndexFlatIP(self.dim)
+    index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.cp.seed = 0  # k-means seed: a rebuild on the same vectors gives the same lists
+    index.train(vectors)
+    index.nprobe = c.ivf_nprobe
+    return "ivf", index
+
+  # ---- queries
+
+  def search(self, vector: np.ndarray, *, k: int, eta: float,
+             exclude_task: str | None = None) -> list[Hit]:
+    """Up to `k` live criteria with cosine >= eta, best first, none of `exclude_task`.
+
+    Ties in cosine are broken by (task_id, criterion_id) so results do not depend on the
+    order rows were added in.
+    """
+    if k <= 0 or not self.rows:
+      return []
+    q = normalise(vector)
+    total = self.index.ntotal
+    fetch = min(total, 4 * k + 16)
+    while True:
+      if self.kind == "hnsw":
+        self.index.hnsw.efSearch = max(self.config.hnsw_ef_search, fetch)
+      scores, ids = self.index.search(q, fetch)
+      hits, below = [], False
+      for s, i in zip(scores[0], ids[0]):
+        if i < 0:
+          continue
+        if s < eta:
+          below = True
+          break
+        task_id, criterion_id, text = self.entries[i]
+        if self.live[i] and task_id != exclude_task:
+          hits.append(Hit(task_id, criterion_id, text, float(s)))
+      if len(hits) >= k or below or fetch >= total:
+        break
+      fetch = min(total, fetch * 4)
+    if self.kind == "hnsw":
+      self.index.hnsw.efSearch = self.config.hnsw_ef_search
+    hits.sort(key=lambda h: (-h.cosine, h.task_id, h.criterion_id))
+    return hits[:k]
+
+  # ---- persistence
+
+  def save(self, directory: str) -> None:
+    np.savez(os.path.join(directory, "semantic_vectors.npz"), vectors=self.vectors,
+             live=self.live)
+    with open(os.path.join(directory, "semantic_entries.jsonl"), "w", encoding="utf-8") as f:
+      for e in self.entries:
+        f.write(json.dumps(list(e), ensure_ascii=False) + "\n")
+    faiss.write_index(self.index, os.path.join(directory, "semantic.faiss"))
+    with open(os.path.join(directory, "semantic_meta.json"), "w", encoding="utf-8") as f:
+      json.dump({"dim": self.dim, "kind": self.kind}, f)
+
+  @classmethod
+  def load(cls, directory: str, config) -> SemanticIndex:
+    with open(os.path.join(directory, "semantic_meta.json"), encoding="utf-8") as f:
+      meta = json.load(f)
+    out = cls(meta["dim"], config)
+    arrays = np.load(os.path.join(directory, "semantic_vectors.npz"))
+    out.vectors = np.ascontiguousarray(arrays["vectors"], np.float32)
+    out.live = np.asarray(arrays["live"], bool)
+    with open(os.path.join(directory, "semantic_entries.jsonl"), encoding="utf-8") as f:
+      out.entries = [tuple(json.loads(line)) for line in f]
+    if not len(out.entries) == len(out.vectors) == len(out.live):
+      raise HarnessError(f"{directory}: semantic index files disagree on the row count")
+    out.rows = {(e[0], e[1]): i for i, e in enumerate(out.entries) if out.live[i]}
+    out.kind = meta["kind"]
+    out.index = faiss.read_index(os.path.join(directory, "semantic.faiss"))
+    if out.index.ntotal != len(out.entries) or out.index.d != out.dim:
+      raise HarnessError(f"{directory}: semantic.faiss holds {out.index.ntotal} vectors of "
+                         f"dimension {out.index.d}; expected {len(out.entries)} x {out.dim}")
+    if out.kind == "hnsw":
+      out.index.hnsw.efSearch = config.hnsw_ef_search
+    elif out.kind == "ivf":
+      out.index.nprobe = config.ivf_nprobe
+    return out
