@@ -1,0 +1,125 @@
+"""`Decoder`: the one decoder-only transformer behind the policy, reference model and judge.
+
+Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
+  decoder(tokens[B,T] int32, positions[B,T] int32, attention_mask[B,T] bool, cache=None)
+      -> (logits[B,T,V] float32, cache')
+  * cache None: query t attends key s iff s <= t and attention_mask[b, s]. Padding may sit on
+    either side; positions are explicit (left padding: cumsum(mask) - 1, clipped at 0).
+  * cache given: the T tokens' K/V go to slots [index, index+T), cache.mask there :=
+    attention_mask, query t attends slot s iff cache.mask[b, s] and s <= index + t; the
+    returned cache has index + T. Prefill is one call with the whole prompt, decode T=1.
+  hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
+  logits == hidden_states @ unembed_matrix in float32.
+
+Functional use: `graphdef, params = nnx.split(model)`; `nnx.merge(graphdef, params)(...)`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from harnessrl_jax.models import layers
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.kv_cache import KVCache
+
+
+def _run_block(graphdef, state, x, cos, sin, allowed, kv):
+  """One block as a pure function of its parameters (for lax.scan and jax.checkpoint)."""
+  return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv)
+
+
+def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> layers.Block:
+  """One Block whose every parameter has a leading [num_layers] axis (logical 'layers')."""
+
+  @nnx.split_rngs(splits=cfg.num_layers)
+  @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+  def make(rngs):
+    return layers.Block(cfg, cfg.layer_types[0], rngs=rngs)
+
+  return make(rngs)
+
+
+class Decoder(nnx.Module):
+  """Token embedding, `num_layers` pre-norm blocks, final RMSNorm, (tied) unembedding.
+
+  With `cfg.scan_layers` the blocks are one stacked Block run by `lax.scan` (the KV cache
+  rides in the scan carry and is updated in place); otherwise an `nnx.List` of blocks.
+  """
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    pdt = jnp.dtype(cfg.param_dtype)
+    self.embed_tokens = layers.param(rngs, (cfg.vocab_size, cfg.hidden_size),
+                                     ("vocab", "embed"), pdt, "normal")
+    if cfg.scan_layers:
+      self.layers = _stacked_blocks(cfg, rngs)
+    else:
+      self.layers = nnx.List([layers.Block(cfg, t, rngs=rngs) for t in cfg.layer_types])
+    self.norm = layers.RMSNorm(cfg.hidden_size, cfg)
+    self.lm_head = (None if cfg.tie_word_embeddings else
+                    layers.param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"),
+                                 pdt, "normal"))
+
+  def unembed_matrix(self) -> jax.Array:
+    """[D, V] in the parameter dtype: the tied embedding transposed, or lm_head."""
+    if self.lm_head is None:
+      return self.embed_tokens[...].T
+    return self.lm_head[...]
+
+  def _forward(self, tokens, positions, attention_mask, cache: KVCache | None):
+    cfg = self.cfg
+    dtype = jnp.dtype(cfg.dtype)
+    tokens = jnp.asarray(tokens, jnp.int32)
+    attention_mask = jnp.asarray(attention_mask, bool)
+    t = tokens.shape[1]
+    x = jnp.take(self.embed_tokens[...], tokens, axis=0).astype(dtype)
+    cos, sin = layers.rope_cos_sin(jnp.asarray(positions, jnp.int32),
+                                   layers.rope_inv_freq(cfg), dtype)
+    if cache is None:
+      causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
+      allowed = causal[None] & attention_mask[:, None, :]
+      new_mask = index = k_cache = v_cache = None
+    else:
+      index = cache.index
+      new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
+      slots = jnp.arange(cache.max_len)
+      causal = slots[None, :] <= (index + jnp.arange(t))[:, None]
+      allowed = causal[None] & new_mask[:, None, :]
+      k_cache, v_cache = cache.k, cache.v
+    run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
+    if cfg.scan_layers:
+      graphdef, stacked = nnx.split(self.layers)
+
+      def body(carry, state):
+        x, k_cache, v_cache, layer = carry
+        kv = None if k_cache is None else (k_cache, v_cache, layer, index)
+        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        if new_kv is not None:
+          k_cache, v_cache = new_kv
+        return (x, k_cache, v_cache, layer + 1), None
+
+      (x, k_cache, v_cache, _), _ = jax.lax.scan(
+          body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), stacked)
+    else:
+      for i, block in enumerate(self.layers):
+        kv = None if cache is None else (k_cache, v_cache, i, index)
+        graphdef, state = nnx.split(block)
+        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        if new_kv is not None:
+          k_cache, v_cache = new_kv
+    h = self.norm(x)
+    if cache is None:
+      return h, None
+    return h, KVCache(k=k_cache, v=v_cache, mask=new_mask, index=index + t)
+
+  def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
+    """[B,T,D] final-norm outputs (activation dtype), no cache."""
+    return self._forward(tokens, positions, attention_mask, None)[0]
+
+  def __call__(self, tokens, positions, attention_mask, cache: KVCache | None = None):
+    h, cache = self._forward(tokens, positions, attention_mask, cache)
+    logits = jnp.einsum("btd,dv->btv", h, self.unembed_matrix().astype(h.dtype),
+                        preferred_element_type=jnp.float32)
+    return logits, cache

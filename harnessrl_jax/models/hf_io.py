@@ -1,0 +1,181 @@
+"""Hugging Face safetensors directories <-> `Decoder` parameters.
+
+Our parameter paths mirror HF names: `layers/3/self_attn/q_proj/kernel` is
+`model.layers.3.self_attn.q_proj.weight` transposed (HF stores [out, in], we store [in, out]);
+with scanned layers `layers/self_attn/q_proj/kernel` stacks those of every layer on axis 0.
+`embed_tokens` is `model.embed_tokens.weight`; `lm_head` is `lm_head.weight` transposed.
+An exported directory (config.json, model.safetensors, generation_config.json and, when
+given, the tokenizer files) loads with `transformers.AutoModelForCausalLM.from_pretrained`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.decoder import Decoder
+
+_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                  "qwen3": "Qwen3ForCausalLM"}
+# Buffers some checkpoints carry that are recomputed here.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def _flatten(tree: Mapping[Any, Any], prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+  for k, v in tree.items():
+    if isinstance(v, Mapping):
+      yield from _flatten(v, prefix + (k,))
+    else:
+      yield prefix + (k,), v
+
+
+def hf_name(path: tuple) -> tuple[str, bool]:
+  """(HF tensor name, whether HF stores the transpose) for one of our parameter paths."""
+  parts = [str(p) for p in path]
+  if parts == ["lm_head"]:
+    return "lm_head.weight", True
+  if parts == ["embed_tokens"]:
+    return "model.embed_tokens.weight", False
+  transpose = parts[-1] == "kernel"
+  if transpose:
+    parts[-1] = "weight"
+  return "model." + ".".join(parts), transpose
+
+
+def _entries(path: tuple, cfg: ModelConfig) -> tuple[list[tuple[str, bool]], bool]:
+  """(HF (name, transposed) of each slice of one parameter, whether it stacks layers)."""
+  if cfg.scan_layers and path[0] == "layers":
+    return [hf_name(("layers", i) + path[1:]) for i in range(cfg.num_layers)], True
+  return [hf_name(path)], False
+
+
+def abstract_model(cfg: ModelConfig) -> Decoder:
+  """A Decoder whose parameters are shape/dtype placeholders (no memory, no init cost)."""
+  return nnx.eval_shape(lambda: Decoder(cfg, rngs=nnx.Rngs(0)))
+
+
+def model_from_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray],
+                       where: str = "checkpoint") -> Decoder:
+  """Builds a Decoder from HF-named tensors (cast to `cfg.param_dtype`).
+
+  Raises ConfigError naming `where` and the tensor when one is missing or has the wrong shape.
+  """
+  graphdef, state = nnx.split(abstract_model(cfg))
+  pure = nnx.to_pure_dict(state)
+  used = set()
+  values = {}
+  for path, leaf in _flatten(pure):
+    entries, stacked = _entries(path, cfg)
+    slice_shape = tuple(leaf.shape[1:] if stacked else leaf.shape)
+    slices = []
+    for name, transpose in entries:
+      if name not in tensors:
+        raise ConfigError(f"{where}: tensor {name!r} is missing (config says family="
+                          f"{cfg.family}, {cfg.num_layers} layers)")
+      arr = np.asarray(tensors[name])
+      if (arr.T if transpose else arr).shape != slice_shape:
+        want = tuple(reversed(slice_shape)) if transpose else slice_shape
+        raise ConfigError(f"{where}: tensor {name!r} has shape {arr.shape}; the config "
+                          f"implies {want}")
+      slices.append(arr.T if transpose else arr)
+      used.add(name)
+    arr = np.stack(slices) if stacked else slices[0]
+    values[path] = jnp.asarray(arr, dtype=leaf.dtype)
+  extra = sorted(n for n in tensors if n not in used and not n.endswith(_IGNORED_SUFFIXES)
+                 and not (n == "lm_head.weight" and cfg.tie_word_embeddings))
+  if extra:
+    raise ConfigError(f"{where}: unexpected tensors {extra[:5]}{'...' if len(extra) > 5 else ''}"
+                      f" for family={cfg.family}; is config.json for this checkpoint?")
+
+  def fill(tree, prefix=()):
+    return {k: fill(v, prefix + (k,)) if isinstance(v, Mapping) else values[prefix + (k,)]
+            for k, v in tree.items()}
+
+  nnx.replace_by_pure_dict(state, fill(pure))
+  return nnx.merge(graphdef, state)
+
+
+def model_to_tensors(model: Decoder, dtype=None) -> dict[str, np.ndarray]:
+  """HF-named NumPy tensors of a model's parameters ([out, in] layout), optionally cast."""
+  pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+  out = {}
+  for path, value in _flatten(pure):
+    arr = np.asarray(jax.device_get(value))
+    if dtype is not None:
+      arr = arr.astype(jnp.dtype(dtype))
+    entries, stacked = _entries(path, model.cfg)
+    for i, (name, transpose) in enumerate(entries):
+      part = arr[i] if stacked else arr
+      out[name] = np.ascontiguousarray(part.T if transpose else part)
+  return out
+
+
+def read_safetensors_dir(path: str) -> dict[str, np.ndarray]:
+  """All tensors of every `*.safetensors` file in a directory (sharded checkpoints too)."""
+  files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+  if not files:
+    raise ConfigError(f"{path}: no *.safetensors files; expected a Hugging Face checkpoint "
+                      "directory (config.json + model*.safetensors)")
+  tensors = {}
+  for f in files:
+    try:
+      with safe_open(f, framework="numpy") as st:
+        for name in st.keys():
+          tensors[name] = st.get_tensor(name)
+    except (SafetensorError, OSError) as e:
+      raise ConfigError(f"{f}: cannot read safetensors file ({e})") from e
+  return tensors
+
+
+def load_hf_dir(path: str | os.PathLike, **config_overrides: Any) -> tuple[Decoder, ModelConfig]:
+  """Loads config.json + safetensors from a HF checkpoint directory.
+
+  `config_overrides` set ModelConfig fields the checkpoint does not fix (dtype, param_dtype,
+  remat).
+  """
+  path = os.fspath(path)
+  if not os.path.isdir(path):
+    raise ConfigError(f"{path}: not a directory; expected a Hugging Face checkpoint directory")
+  cfg = ModelConfig.from_hf(path, **config_overrides)
+  return model_from_tensors(cfg, read_safetensors_dir(path), where=path), cfg
+
+
+def save_hf_dir(model: Decoder, path: str | os.PathLike, tokenizer=None, dtype=None) -> None:
+  """Writes a directory that `transformers` (and HF-compatible servers) load.
+
+  dtype: the stored tensor dtype (default: the parameter dtype). `tokenizer`: a transformers
+  tokenizer (or PromptBuilder) whose files are saved alongside.
+  """
+  path = os.fspath(path)
+  os.makedirs(path, exist_ok=True)
+  cfg: ModelConfig = model.cfg
+  tensors = model_to_tensors(model, dtype)
+  if cfg.tie_word_embeddings:
+    tensors.pop("lm_head.weight", None)
+  stored = str(next(iter(tensors.values())).dtype)
+  weights = os.path.join(path, "model.safetensors")
+  save_file(tensors, weights, metadata={"format": "pt"})
+  os.chmod(weights, 0o644)  # safetensors writes 0600; a server may run as another user
+  hf = cfg.to_hf()
+  hf["architectures"] = [_ARCHITECTURES[cfg.family]]
+  hf["dtype"] = stored
+  with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(hf, f, indent=2)
+  gen = {"bos_token_id": cfg.bos_token_id,
+         "eos_token_id": list(cfg.eos_token_ids) or None}
+  with open(os.path.join(path, "generation_config.json"), "w", encoding="utf-8") as f:
+    json.dump(gen, f, indent=2)
+  if tokenizer is not None:
+    getattr(tokenizer, "tokenizer", tokenizer).save_pretrained(path)

@@ -1,0 +1,191 @@
+"""Building blocks of the decoder: linear, RMSNorm, RoPE, grouped-query attention, SwiGLU.
+
+Every `nnx.Param` carries logical axis names in its `out_sharding` metadata (created with
+eager sharding off, so building a model needs no mesh); `sharding.py` maps them to mesh axes.
+Logical axes: vocab, embed, q_heads (num_heads*head_dim), kv_heads (num_kv_heads*head_dim),
+mlp, norm, head_dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from harnessrl_jax.models.config import ModelConfig
+
+# Finite rather than -inf so a query with no visible key (a padding row) gives a uniform
+# softmax instead of NaNs.
+_MASKED = -1e30
+
+
+def param(rngs: nnx.Rngs | None, shape: tuple[int, ...], axes: tuple[str, ...], dtype,
+          init: str) -> nnx.Param:
+  """A parameter with logical axes; init "normal" (std 0.02, as HF initialises), "ones", "zeros"."""
+  if init == "ones":
+    value = jnp.ones(shape, dtype)
+  elif init == "zeros":
+    value = jnp.zeros(shape, dtype)
+  else:
+    value = (0.02 * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+  return nnx.Param(value, out_sharding=axes, eager_sharding=False)
+
+
+class Linear(nnx.Module):
+  """y = x @ kernel (+ bias); kernel is [in, out] (HF stores the transpose)."""
+
+  def __init__(self, d_in: int, d_out: int, axes: tuple[str, str], cfg: ModelConfig, *,
+               bias: bool = False, rngs: nnx.Rngs):
+    self.dtype = jnp.dtype(cfg.dtype)
+    self.kernel = param(rngs, (d_in, d_out), axes, jnp.dtype(cfg.param_dtype), "normal")
+    self.bias = (param(rngs, (d_out,), axes[1:], jnp.dtype(cfg.param_dtype), "zeros")
+                 if bias else None)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+    if self.bias is not None:
+      y = y + self.bias[...].astype(self.dtype)
+    return y
+
+
+class RMSNorm(nnx.Module):
+  """x / rms(x) * weight, computed in float32 and returned in the activation dtype."""
+
+  def __init__(self, dim: int, cfg: ModelConfig, axis_name: str = "norm"):
+    self.eps = cfg.rms_norm_eps
+    self.dtype = jnp.dtype(cfg.dtype)
+    self.weight = param(None, (dim,), (axis_name,), jnp.dtype(cfg.param_dtype), "ones")
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x32 = x.astype(jnp.float32)
+    x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+    # HF casts back to the input dtype before the weight multiply; do the same.
+    return self.weight[...].astype(self.dtype) * x32.astype(self.dtype)
+
+
+def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
+  """Inverse frequencies [head_dim/2] (float32), with llama3 scaling when configured."""
+  dim = cfg.head_dim
+  inv_freq = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
+                                       / dim))
+  inv_freq = inv_freq.astype(np.float32)
+  scaling = cfg.rope_scaling
+  if scaling is not None and scaling.get("rope_type") == "llama3":
+    # Llama 3.1 scaling: long wavelengths are divided by `factor`, short ones kept, and the
+    # band between is interpolated smoothly (wavelength thresholds from the original context).
+    factor = float(scaling["factor"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    old_ctx = float(scaling["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_ctx / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
+  return inv_freq
+
+
+def rope_cos_sin(positions: jax.Array, inv_freq: np.ndarray, dtype) -> tuple[jax.Array, jax.Array]:
+  """cos, sin [B, T, head_dim] for integer positions [B, T] (halves repeated, as HF)."""
+  angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)[None, None, :]
+  angles = jnp.concatenate([angles, angles], axis=-1)
+  return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+  """Rotates x [B, T, heads, head_dim] with the split-halves convention of HF checkpoints."""
+  half = x.shape[-1] // 2
+  rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+  return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+
+
+class Attention(nnx.Module):
+  """Grouped-query self-attention with optional q/k/v bias (Qwen2) and QK-norm (Qwen3)."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    d, hd = cfg.hidden_size, cfg.head_dim
+    self.q_proj = Linear(d, cfg.num_heads * hd, ("embed", "q_heads"), cfg,
+                         bias=cfg.attention_bias, rngs=rngs)
+    self.k_proj = Linear(d, cfg.num_kv_heads * hd, ("embed", "kv_heads"), cfg,
+                         bias=cfg.attention_bias, rngs=rngs)
+    self.v_proj = Linear(d, cfg.num_kv_heads * hd, ("embed", "kv_heads"), cfg,
+                         bias=cfg.attention_bias, rngs=rngs)
+    self.o_proj = Linear(cfg.num_heads * hd, d, ("q_heads", "embed"), cfg, rngs=rngs)
+    if cfg.qk_norm:
+      self.q_norm = RMSNorm(hd, cfg, "head_dim")
+      self.k_norm = RMSNorm(hd, cfg, "head_dim")
+    else:
+      self.q_norm = self.k_norm = None
+
+  def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, allowed: jax.Array,
+               kv: tuple[jax.Array, jax.Array, int, jax.Array] | None):
+    """x [B,T,D]; allowed [B,T,S] (query t may see key/slot s).
+
+    kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index) with caches
+    [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of `layer`.
+    Returns (out [B,T,D], updated (k_cache, v_cache) or None).
+    """
+    cfg = self.cfg
+    b, t, _ = x.shape
+    q = self.q_proj(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
+    k = self.k_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+    v = self.v_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    new_kv = None
+    if kv is not None:
+      k_cache, v_cache, layer, index = kv
+      start = (layer, 0, index, 0, 0)
+      k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
+      v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
+      k, v = k_cache[layer].astype(x.dtype), v_cache[layer].astype(x.dtype)
+      new_kv = (k_cache, v_cache)
+    groups = cfg.num_heads // cfg.num_kv_heads
+    # Query head h uses KV head h // groups (HF's repeat_kv order).
+    q = q.reshape(b, t, cfg.num_kv_heads, groups, cfg.head_dim)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+    scores = scores * (1.0 / math.sqrt(cfg.head_dim))
+    scores = jnp.where(allowed[:, None, None, :, :], scores, _MASKED)
+    probs = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)), new_kv
+
+
+class MLP(nnx.Module):
+  """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    self.gate_proj = Linear(d, f, ("embed", "mlp"), cfg, rngs=rngs)
+    self.up_proj = Linear(d, f, ("embed", "mlp"), cfg, rngs=rngs)
+    self.down_proj = Linear(f, d, ("mlp", "embed"), cfg, rngs=rngs)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nnx.Module):
+  """Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
+
+  The mixer is chosen by the layer type; a second type (e.g. linear attention) adds a branch
+  here with the same call signature.
+  """
+
+  def __init__(self, cfg: ModelConfig, layer_type: str, *, rngs: nnx.Rngs):
+    self.layer_type = layer_type
+    self.input_layernorm = RMSNorm(cfg.hidden_size, cfg)
+    self.self_attn = Attention(cfg, rngs=rngs)
+    self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg)
+    self.mlp = MLP(cfg, rngs=rngs)
+
+  def __call__(self, x, cos, sin, allowed, kv):
+    h, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, allowed, kv)
+    x = x + h
+    x = x + self.mlp(self.post_attention_layernorm(x))
+    return x, new_kv

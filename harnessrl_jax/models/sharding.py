@@ -1,0 +1,127 @@
+"""Logical parameter axes -> mesh axes ('data', 'fsdp', 'tensor') -> NamedShardings.
+
+Every parameter names its dimensions with logical axes (see layers.py). `DEFAULT_RULES` map
+them to mesh axes:
+
+  logical   mesh       why
+  batch     data,fsdp  activations: batch rows split over data- and fsdp-parallel devices
+  vocab     tensor     embedding rows / unembedding columns
+  embed     fsdp       the model dimension of every matrix: ZeRO-3 style parameter sharding
+  q_heads   tensor     attention heads (Megatron-style column / row parallel)
+  kv_heads  tensor
+  mlp       tensor     the SwiGLU hidden dimension
+  norm, head_dim  -    replicated (vectors)
+  layers    -          the stacked-layer axis of scanned blocks
+
+A dimension whose size is not divisible by its mesh axes' total size stays replicated (e.g.
+9 heads on a 4-way tensor axis), and a mesh axis absent from the mesh is ignored, so one rule
+set serves every mesh shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from harnessrl_jax.errors import ConfigError
+
+MESH_AXES = ("data", "fsdp", "tensor")
+Rules = Mapping[str, str | tuple[str, ...] | None]
+
+DEFAULT_RULES: Rules = {
+    "batch": ("data", "fsdp"),
+    "vocab": "tensor",
+    "embed": "fsdp",
+    "q_heads": "tensor",
+    "kv_heads": "tensor",
+    "mlp": "tensor",
+    "norm": None,
+    "head_dim": None,
+    "layers": None,
+}
+
+
+def make_mesh(shape: Mapping[str, int], devices: Sequence[jax.Device] | None = None) -> Mesh:
+  """A mesh with axes ('data', 'fsdp', 'tensor'); missing axes get size 1.
+
+  The product of the sizes must equal the number of devices used (all devices by default).
+  """
+  unknown = sorted(set(shape) - set(MESH_AXES))
+  if unknown:
+    raise ConfigError(f"mesh shape: unknown axes {unknown}; use {MESH_AXES}")
+  sizes = tuple(int(shape.get(a, 1)) for a in MESH_AXES)
+  devices = list(jax.devices() if devices is None else devices)
+  if math.prod(sizes) != len(devices):
+    raise ConfigError(f"mesh shape {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} "
+                      f"devices; {len(devices)} available")
+  return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES)
+
+
+def logical_to_spec(axes: Sequence[str | None] | None, shape: Sequence[int], mesh: Mesh,
+                    rules: Rules | None = None) -> PartitionSpec:
+  """The PartitionSpec for one array with logical `axes` on `mesh`."""
+  rules = DEFAULT_RULES if rules is None else rules
+  if not axes:
+    return PartitionSpec()
+  used: set[str] = set()
+  spec = []
+  for name, size in zip(axes, shape):
+    target = rules.get(name) if name is not None else None
+    if name is not None and name not in rules:
+      raise ConfigError(f"sharding rules: no rule for logical axis {name!r}; have {sorted(rules)}")
+    mesh_axes = (target,) if isinstance(target, str) else tuple(target or ())
+    mesh_axes = tuple(a for a in mesh_axes if a in mesh.shape and a not in used)
+    total = math.prod(mesh.shape[a] for a in mesh_axes)
+    if not mesh_axes or total == 1 or size % total:
+      spec.append(None)
+      continue
+    used.update(mesh_axes)
+    spec.append(mesh_axes[0] if len(mesh_axes) == 1 else mesh_axes)
+  return PartitionSpec(*spec)
+
+
+def _variable_sharding(v: nnx.Variable, mesh: Mesh, rules: Rules) -> nnx.Variable:
+  axes = v.get_metadata().get("out_sharding")
+  return v.replace(NamedSharding(mesh, logical_to_spec(axes, v.shape, mesh, rules)))
+
+
+def param_shardings(params: Any, mesh: Mesh, rules: Rules | None = None) -> Any:
+  """NamedShardings for a model, its `nnx.State` (concrete or abstract), same tree structure.
+
+  Use as `jax.device_put(state, param_shardings(state, mesh))` or as jit in/out shardings.
+  Leaves that are not nnx Variables (plain arrays) are replicated.
+  """
+  rules = DEFAULT_RULES if rules is None else rules
+  if isinstance(params, nnx.Module):
+    params = nnx.state(params)
+  replicated = NamedSharding(mesh, PartitionSpec())
+
+  def one(x):
+    if isinstance(x, nnx.Variable):
+      return _variable_sharding(x, mesh, rules)
+    return replicated
+
+  return jax.tree.map(one, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def batch_sharding(mesh: Mesh, ndim: int = 2, rules: Rules | None = None) -> NamedSharding:
+  """Sharding for a [batch, ...] input: rows over the 'batch' rule's mesh axes."""
+  rules = DEFAULT_RULES if rules is None else rules
+  target = rules.get("batch")
+  mesh_axes = (target,) if isinstance(target, str) else tuple(target or ())
+  mesh_axes = tuple(a for a in mesh_axes if a in mesh.shape and mesh.shape[a] > 1)
+  first = None if not mesh_axes else (mesh_axes[0] if len(mesh_axes) == 1 else mesh_axes)
+  return NamedSharding(mesh, PartitionSpec(first, *([None] * (ndim - 1))))
+
+
+def shard_model(model: nnx.Module, mesh: Mesh, rules: Rules | None = None) -> nnx.Module:
+  """Moves a model's parameters onto `mesh` in place (per `param_shardings`); returns it."""
+  state = nnx.state(model)
+  nnx.update(model, jax.device_put(state, param_shardings(state, mesh, rules)))
+  return model

@@ -1,0 +1,130 @@
+"""`PromptBuilder`: the single place where chat messages become token ids (and ids text).
+
+It wraps a `transformers` tokenizer and renders messages with the tokenizer's own chat
+template. `tiny_tokenizer()` builds a byte-level tokenizer in memory (256 byte tokens and 8
+special tokens, ChatML template) so tests and the "tiny" model need no files.
+
+`transformers` / `tokenizers` are imported inside the functions that build tokenizers:
+importing transformers takes seconds, and holders of a ready PromptBuilder never pay it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harnessrl_jax.errors import ConfigError
+
+ROLES = ("system", "user", "assistant")
+# End-of-turn markers of the supported chat formats: generation stops at any that exist.
+_END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>",
+                       "<|reserved_0|>", "<|reserved_1|>", "<|reserved_2|>", "<|reserved_3|>")
+
+
+def _message_dict(m: Any, i: int) -> dict[str, str]:
+  if isinstance(m, Mapping):
+    role, content = m.get("role"), m.get("content")
+  else:
+    role, content = getattr(m, "role", None), getattr(m, "content", None)
+  if role not in ROLES or not isinstance(content, str):
+    raise ConfigError(f"chat message {i}: role={role!r}, content type "
+                      f"{type(content).__name__}; expected role in {ROLES} and str content")
+  return {"role": role, "content": content}
+
+
+class PromptBuilder:
+  """Chat messages -> token ids via the tokenizer's chat template; ids -> text."""
+
+  def __init__(self, tokenizer, eos_token_ids: Sequence[int] = ()):
+    if not getattr(tokenizer, "chat_template", None):
+      raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat "
+                        "template; add one to tokenizer_config.json / chat_template.jinja")
+    self.tokenizer = tokenizer
+    eos = [int(i) for i in eos_token_ids]
+    if tokenizer.eos_token_id is not None:
+      eos.append(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    eos += [vocab[t] for t in _END_OF_TURN if t in vocab]
+    self.eos_token_ids: tuple[int, ...] = tuple(dict.fromkeys(eos))
+    if not self.eos_token_ids:
+      raise ConfigError("tokenizer has no end-of-sequence token; generation could not stop")
+    pad = tokenizer.pad_token_id
+    self.pad_id: int = int(pad) if pad is not None else self.eos_token_ids[0]
+
+  @classmethod
+  def from_pretrained(cls, path: str | os.PathLike, eos_token_ids: Sequence[int] = ()):
+    """Loads tokenizer files (tokenizer.json, tokenizer_config.json, ...) from a directory."""
+    from transformers import AutoTokenizer
+    try:
+      tok = AutoTokenizer.from_pretrained(os.fspath(path))
+    except (OSError, ValueError) as e:
+      raise ConfigError(f"{path}: cannot load a tokenizer ({e})") from e
+    return cls(tok, eos_token_ids)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self.tokenizer)
+
+  def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str:
+    """The prompt text the chat template produces (what `encode_chat` tokenises)."""
+    msgs = [_message_dict(m, i) for i, m in enumerate(messages)]
+    return self.tokenizer.apply_chat_template(msgs, tokenize=False,
+                                              add_generation_prompt=add_generation_prompt)
+
+  def encode_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> list[int]:
+    """Token ids of the rendered chat; the template supplies every special token."""
+    return self.encode(self.render_chat(messages, add_generation_prompt))
+
+  def encode(self, text: str) -> list[int]:
+    """Token ids of plain text, no special tokens added."""
+    return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+  def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+    return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+  def save(self, path: str | os.PathLike) -> None:
+    self.tokenizer.save_pretrained(os.fspath(path))
+
+
+def _byte_to_unicode() -> dict[int, str]:
+  """The GPT-2 byte-level alphabet: printable bytes map to themselves, others to 256+n."""
+  keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
+  out, n = {}, 0
+  for b in range(256):
+    if b in keep:
+      out[b] = chr(b)
+    else:
+      out[b] = chr(256 + n)
+      n += 1
+  return out
+
+
+def tiny_tokenizer():
+  """A deterministic byte-level tokenizer: ids 0-255 are bytes, 256-263 special tokens.
+
+  No merges, so any text round-trips and every id decodes. ChatML chat template; eos
+  <|im_end|> (258), pad <|pad|> (259).
+  """
+  from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+  from transformers import PreTrainedTokenizerFast
+
+  vocab = {ch: b for b, ch in _byte_to_unicode().items()}
+  core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+  core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+  core.decoder = decoders.ByteLevel()
+  core.add_special_tokens(list(TINY_SPECIAL_TOKENS))
+  return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
+                                 pad_token="<|pad|>", chat_template=CHATML_TEMPLATE)
+
+
+def tiny_prompt_builder() -> PromptBuilder:
+  return PromptBuilder(tiny_tokenizer())

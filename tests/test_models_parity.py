@@ -1,0 +1,158 @@
+"""Logit parity with `transformers` (torch, fp32) on the same random weights, per family.
+
+The reference models are built from transformers' own config classes and saved with
+`save_pretrained`, so this also covers `ModelConfig.from_hf` and the safetensors import.
+"""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+import jax.numpy as jnp
+
+from harnessrl_jax.models import hf_io
+from harnessrl_jax.models.kv_cache import init_cache
+
+TOL = 1e-4
+
+
+def _hf_config(family: str, tie: bool, rope_scaling=None):
+  common = dict(vocab_size=264, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                rms_norm_eps=1e-5, tie_word_embeddings=tie, bos_token_id=257, eos_token_id=258)
+  if family == "llama":
+    return transformers.LlamaConfig(rope_theta=500000.0, rope_scaling=rope_scaling, **common)
+  if family == "qwen2":
+    return transformers.Qwen2Config(rope_theta=1000000.0, **common)
+  # Qwen3: head_dim decoupled from hidden/heads, as in the real checkpoints.
+  return transformers.Qwen3Config(head_dim=24, rope_theta=1000000.0, **common)
+
+
+def _randomise(model: torch.nn.Module, seed: int) -> None:
+  """Weights large enough that logits are O(1): a 1e-4 tolerance then means something."""
+  gen = torch.Generator().manual_seed(seed)
+  with torch.no_grad():
+    for name, p in model.named_parameters():
+      noise = torch.randn(p.shape, generator=gen)
+      if name.endswith("norm.weight"):
+        p.copy_(1.0 + 0.3 * noise)
+      elif name.endswith("bias"):
+        p.copy_(0.5 * noise)
+      elif "embed_tokens" in name or "lm_head" in name:
+        p.copy_(1.0 * noise)
+      else:
+        p.copy_(noise / np.sqrt(p.shape[-1]))
+
+
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+# name: (family, tied embeddings, rope scaling, ModelConfig overrides)
+CASES = {
+    "llama_tied": ("llama", True, None, {}),
+    "llama3_rope_untied": ("llama", False, LLAMA3_ROPE, {}),
+    "llama_unscanned": ("llama", True, None, {"scan_layers": False}),
+    "qwen2": ("qwen2", False, None, {}),
+    "qwen2_tied": ("qwen2", True, None, {}),
+    "qwen3": ("qwen3", False, None, {}),
+    "qwen3_unscanned": ("qwen3", False, None, {"scan_layers": False}),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def pair(request, tmp_path_factory):
+  family, tie, rope_scaling, overrides = CASES[request.param]
+  hf_cfg = _hf_config(family, tie, rope_scaling)
+  hf_cfg._attn_implementation = "eager"
+  torch.manual_seed(0)
+  ref = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager")
+  ref = ref.float().eval()
+  _randomise(ref, seed=len(request.param))
+  if tie:
+    assert ref.lm_head.weight.data_ptr() == ref.model.embed_tokens.weight.data_ptr()
+  path = tmp_path_factory.mktemp(request.param)
+  ref.save_pretrained(path)
+  ours, cfg = hf_io.load_hf_dir(path, **overrides)
+  assert cfg.family == family and cfg.tie_word_embeddings == tie
+  assert (cfg.rope_scaling is not None) == (rope_scaling is not None)
+  return ref, ours, cfg
+
+
+def _hf_logits(ref, tokens, mask, positions):
+  with torch.no_grad():
+    out = ref(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask.astype(np.int64)),
+              position_ids=torch.tensor(positions))
+  return out.logits.numpy()
+
+
+def _batch(seed: int, b: int, t: int, vocab: int):
+  rng = np.random.default_rng(seed)
+  return rng.integers(0, vocab, size=(b, t), dtype=np.int32)
+
+
+def test_logits_match_without_padding(pair):
+  ref, ours, cfg = pair
+  tokens = _batch(1, 3, 40, cfg.vocab_size)
+  mask = np.ones_like(tokens, dtype=bool)
+  positions = np.broadcast_to(np.arange(40, dtype=np.int32), tokens.shape).copy()
+  want = _hf_logits(ref, tokens, mask, positions)
+  got, cache = ours(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))
+  assert cache is None and got.dtype == jnp.float32
+  assert np.abs(want).max() > 1.0  # logits are not trivially small
+  np.testing.assert_allclose(np.asarray(got), want, atol=TOL, rtol=0)
+
+
+def test_logits_match_with_left_and_right_padding(pair):
+  ref, ours, cfg = pair
+  b, t = 3, 24
+  tokens = _batch(2, b, t, cfg.vocab_size)
+  mask = np.ones((b, t), bool)
+  mask[0, :5] = False    # left padding
+  mask[1, -7:] = False   # right padding
+  mask[2, :2] = False
+  mask[2, -3:] = False   # both
+  positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
+  want = _hf_logits(ref, tokens, mask, positions)
+  got = np.asarray(ours(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))[0])
+  # Only real-token queries are defined; padding queries are free to differ.
+  np.testing.assert_allclose(got[mask], want[mask], atol=TOL, rtol=0)
+  # Padding must not leak: a padded row's real tokens equal the unpadded sequence alone.
+  alone = _hf_logits(ref, tokens[:1, 5:], mask[:1, 5:], positions[:1, 5:])
+  np.testing.assert_allclose(got[0, 5:], alone[0], atol=TOL, rtol=0)
+
+
+def test_hidden_states_times_unembed_is_logits(pair):
+  _, ours, cfg = pair
+  tokens = _batch(3, 2, 9, cfg.vocab_size)
+  mask = np.ones_like(tokens, dtype=bool)
+  positions = np.broadcast_to(np.arange(9, dtype=np.int32), tokens.shape)
+  h = ours.hidden_states(tokens, positions, mask)
+  w = ours.unembed_matrix()
+  assert h.shape == (2, 9, cfg.hidden_size) and w.shape == (cfg.hidden_size, cfg.vocab_size)
+  logits = ours(tokens, positions, mask)[0]
+  np.testing.assert_allclose(np.asarray(h, np.float64) @ np.asarray(w, np.float64),
+                             np.asarray(logits), atol=1e-4, rtol=0)
+
+
+def test_cached_prefill_and_decode_match_full_forward(pair):
+  """Left-padded prefill, then T=1 decode steps, equals one uncached pass over everything."""
+  ref, ours, cfg = pair
+  b, prompt_len, steps = 2, 10, 6
+  tokens = _batch(4, b, prompt_len + steps, cfg.vocab_size)
+  mask = np.ones(tokens.shape, bool)
+  mask[1, :4] = False  # row 1 has a shorter, left-padded prompt
+  positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
+  full = _hf_logits(ref, tokens, mask, positions)
+
+  cache = init_cache(cfg, b, max_len=prompt_len + steps + 3)
+  logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
+                       mask[:, :prompt_len], cache)
+  assert int(cache.index) == prompt_len
+  got = [np.asarray(logits)]
+  for i in range(prompt_len, prompt_len + steps):
+    logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache)
+    got.append(np.asarray(logits))
+  got = np.concatenate(got, axis=1)
+  assert int(cache.index) == prompt_len + steps
+  np.testing.assert_array_equal(np.asarray(cache.mask[:, :prompt_len + steps]), mask)
+  assert not np.asarray(cache.mask[:, prompt_len + steps:]).any()
+  np.testing.assert_allclose(got[mask], full[mask], atol=TOL, rtol=0)
