@@ -5,7 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 stamp="$venv/.requirements.sha256"
-want="$(cat "$root/requirements.txt" "$root/requirements-nodeps.txt" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/requirements.txt" "$root/requirements-serving.txt" "$root/requirements-nodeps.txt" \
+  | sha256sum | cut -d' ' -f1)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
 fi
@@ -17,5 +18,7 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # torch first, pinned, so that transformers / sentence-transformers find it installed.
 "${pip[@]}" "torch==2.13.0"
 "${pip[@]}" -r "$root/requirements.txt"
+# Serving extras (JetStream server and client); the tests start a JetStream server.
+"${pip[@]}" -r "$root/requirements-serving.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
 echo "$want" > "$stamp"

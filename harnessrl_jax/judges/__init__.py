@@ -1,0 +1,3 @@
+"""Judges: `Judge.score(tasks, responses, criteria) -> ScoreMatrix` over programmatic checks
+and LLM backends (local JAX model, JetStream server, OpenAI-compatible server), plus the
+`TextClient` interface the evolver's text roles share. See judge.py and factory.py."""

@@ -1,0 +1,121 @@
+"""The text-generation client interface shared by the judge and the evolver's text roles.
+
+`TextClient.complete(prompts, max_tokens=...)` turns a batch of chat requests into one
+answer each. Backends: LocalClient (a JAX model in process), JetStreamClient (gRPC), and
+OpenAIClient (HTTP). Transport faults (time-outs, refused connections, 5xx, garbage bodies)
+get bounded retries with exponential back-off inside the client. A request that still fails
+raises ServerError from `complete` (what the attributor and the proposer call), or stands in
+its place in the list from `complete_or_errors` (what the judge calls: it leaves the cell
+unscored and counts it).
+"""
+
+from __future__ import annotations
+
+import abc
+import concurrent.futures
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from harnessrl_jax.data.schema import Message
+from harnessrl_jax.errors import HarnessError
+
+T = TypeVar("T")
+Chat = Sequence[Message | dict]
+
+
+class ServerError(HarnessError):
+  """An inference server failed after all retries, or refused the request for good."""
+
+
+class RetryableError(Exception):
+  """A fault worth retrying (time-out, refused connection, 5xx, garbage body)."""
+
+  def __init__(self, message: str, retry_after_s: float | None = None):
+    super().__init__(message)
+    self.retry_after_s = retry_after_s
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+  """Bounded retries: `retries` more attempts after the first, waiting backoff_s * 2^n
+  (at most backoff_max_s) before retry n."""
+
+  retries: int = 3
+  backoff_s: float = 0.5
+  backoff_max_s: float = 8.0
+
+  def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
+    """Seconds to wait before retry number `attempt` (0-based); honours Retry-After."""
+    d = min(self.backoff_max_s, self.backoff_s * (2 ** attempt))
+    if retry_after_s is not None:
+      d = min(self.backoff_max_s, max(d, retry_after_s))
+    return d
+
+
+def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, what: str,
+                      sleep: Callable[[float], None] = time.sleep) -> T:
+  """Runs fn, retrying RetryableError up to policy.retries times; then raises ServerError.
+
+  Other exceptions (a ServerError for a 4xx, a bug) propagate at once.
+  """
+  for attempt in range(policy.retries + 1):
+    try:
+      return fn()
+    except RetryableError as e:
+      if attempt == policy.retries:
+        raise ServerError(f"{what}: failed after {policy.retries + 1} attempts; "
+                          f"last error: {e}") from e
+      sleep(policy.delay(attempt, e.retry_after_s))
+  raise AssertionError("unreachable")
+
+
+def as_messages(chat: Chat) -> tuple[Message, ...]:
+  return tuple(m if isinstance(m, Message) else Message(m["role"], m["content"]) for m in chat)
+
+
+class TextClient(abc.ABC):
+  """Chat requests in, answers out. `identity` names backend + model for cache keys."""
+
+  identity: str
+
+  def complete(self, prompts: Sequence[Chat], *, max_tokens: int) -> list[str]:
+    """One answer per prompt, in order; raises ServerError if any request fails for good."""
+    results = self.complete_or_errors(prompts, max_tokens=max_tokens)
+    errors = [r for r in results if isinstance(r, ServerError)]
+    if errors:
+      raise ServerError(f"{self.identity}: {len(errors)} of {len(results)} requests failed; "
+                        f"first: {errors[0]}") from errors[0]
+    return results
+
+  def complete_or_errors(self, prompts: Sequence[Chat], *,
+                         max_tokens: int) -> list[str | ServerError]:
+    """Like `complete`, but a request that failed after its retries yields its ServerError
+    in place of the answer (the judge leaves such cells unscored and counts them)."""
+    return self._complete([as_messages(p) for p in prompts], int(max_tokens))
+
+  def close(self) -> None:
+    """Releases connections (no-op where there are none)."""
+
+  @abc.abstractmethod
+  def _complete(self, chats: list[tuple[Message, ...]],
+                max_tokens: int) -> list[str | ServerError]:
+    """Answers, or the ServerError that ended a request after its retries."""
+
+
+def concurrent_map(fn: Callable[[Any], T], items: Sequence[Any],
+                   max_workers: int) -> list[T | ServerError]:
+  """fn over items on a thread pool; an item's ServerError is returned in its place (other
+  exceptions are bugs and propagate)."""
+  if not items:
+    return []
+
+  def guarded(item):
+    try:
+      return fn(item)
+    except ServerError as e:
+      return e
+
+  with concurrent.futures.ThreadPoolExecutor(max(1, min(max_workers, len(items)))) as pool:
+    return list(pool.map(guarded, items))

@@ -1,0 +1,184 @@
+"""`Judge.score(tasks, responses, criteria) -> ScoreMatrix`: one interface over every backend.
+
+A cell is one (task, criterion, rollout). Per call:
+  1. cells whose criterion carries a programmatic check are decided by it (when the judge
+     uses checks: backends "program" and "hybrid");
+  2. the others are asked of the LLM client (when there is one): the judge prompt is
+     rendered, looked up in the verdict cache, identical requests are merged, and all
+     remaining requests of the step go to the client in one batch (sent concurrently);
+  3. answers that cannot be parsed are re-asked up to `parse_retries` times with a
+     reminder appended, then left unscored; requests that failed after the client's
+     transport retries are left unscored. A verdict is never defaulted.
+  4. If the share of judged cells left without a verdict (failed requests, unparseable
+     answers) passes `max_unscored_share`, JudgeError is raised
+     with the counts and the first errors: the caller's step fails before any update, so
+     the last checkpoint stays intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from harnessrl_jax.data import checks
+from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.errors import ConfigError, HarnessError
+from harnessrl_jax.judges import prompt as prompt_lib
+from harnessrl_jax.judges.cache import VerdictCache, cache_key
+from harnessrl_jax.judges.client import ServerError, TextClient
+from harnessrl_jax.judges.parsing import parse_verdict
+from harnessrl_jax.judges.score_matrix import (UNSCORED_NO_CHECK, UNSCORED_TRANSPORT,
+                                               UNSCORED_UNPARSEABLE, JudgeStats, ScoreMatrix)
+
+
+class JudgeError(HarnessError):
+  """Too many cells of a step have no verdict; the step must not be applied."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeSettings:
+  max_new_tokens: int = 128
+  parse_retries: int = 1
+  max_unscored_share: float = 0.1
+
+  def __post_init__(self):
+    if self.parse_retries < 0:
+      raise ConfigError(f"judge.parse_retries={self.parse_retries}: must be >= 0")
+    if not 0.0 <= self.max_unscored_share <= 1.0:
+      raise ConfigError(f"judge.max_unscored_share={self.max_unscored_share}: must be in [0, 1]")
+    if self.max_new_tokens < 1:
+      raise ConfigError(f"judge.max_new_tokens={self.max_new_tokens}: must be >= 1")
+
+
+class Judge:
+  """Scores responses against rubric criteria with checks, an LLM client, or both."""
+
+  def __init__(self, client: TextClient | None, *, use_checks: bool,
+               settings: JudgeSettings = JudgeSettings(), cache_size: int = 200_000):
+    if client is None and not use_checks:
+      raise ConfigError("a judge needs an LLM client, programmatic checks, or both")
+    self.client = client
+    self.use_checks = use_checks
+    self.settings = settings
+    self.cache = VerdictCache(cache_size)
+    parts = (["program"] if use_checks else []) + ([client.identity] if client else [])
+    # Cache keys hash this identity with the full rendered prompt, so a change of model,
+    # server, answer length or prompt template is a miss.
+    self.identity = "+".join(parts) + f":max_tokens={settings.max_new_tokens}"
+
+  def score(self, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
+            criteria: Sequence[Sequence[Criterion]] | None = None) -> ScoreMatrix:
+    """Verdicts for every (task, criterion, rollout).
+
+    Args:
+      tasks: T tasks (their prompts are the conversations being answered).
+      responses: responses[t] holds the J responses to task t (same J for every task).
+      criteria: criteria[t] to judge task t by (default: each task's own rubric); the JIT
+        critic passes a candidate rubric here.
+
+    Returns:
+      A ScoreMatrix of shape [T, max_k, J].
+
+    Raises:
+      JudgeError: the unscored share passed settings.max_unscored_share.
+    """
+    crits = [tuple(t.criteria) for t in tasks] if criteria is None else [tuple(c) for c in criteria]
+    if len(crits) != len(tasks) or len(responses) != len(tasks):
+      raise HarnessError(f"judge: {len(tasks)} tasks, {len(responses)} response groups and "
+                         f"{len(crits)} rubrics; they must match")
+    num_j = len(responses[0]) if tasks else 0
+    for t, group in enumerate(responses):
+      if len(group) != num_j:
+        raise HarnessError(f"judge: task {t} has {len(group)} responses, task 0 has {num_j}")
+    num_t, num_k = len(tasks), max((len(c) for c in crits), default=0)
+    scores = np.zeros((num_t, num_k, num_j), np.float32)
+    scored = np.zeros((num_t, num_k, num_j), bool)
+    weights = np.zeros((num_t, num_k), np.float32)
+    mask = np.zeros((num_t, num_k), bool)
+    raw = [[[""] * num_j for _ in range(num_k)] for _ in range(num_t)]
+    unscored = {UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_UNPARSEABLE: 0}
+    errors: list[str] = []
+    program_cells = cache_hits = requests = 0
+    # key -> (judge request, cells waiting for it)
+    pending: dict[str, tuple[tuple[Message, ...], list[tuple[int, int, int]]]] = {}
+
+    for t, task in enumerate(tasks):
+      for k, crit in enumerate(crits[t]):
+        weights[t, k], mask[t, k] = crit.weight, True
+        for j, response in enumerate(responses[t]):
+          if self.use_checks and crit.check is not None:
+            verdict = checks.run_check(crit.check, response, prompt=task.user_text)
+            scores[t, k, j], scored[t, k, j] = float(verdict), True
+            raw[t][k][j] = f"check {crit.check.type}: {str(bool(verdict)).lower()}"
+            program_cells += 1
+            continue
+          if self.client is None:
+            unscored[UNSCORED_NO_CHECK] += 1
+            raw[t][k][j] = "unscored: no programmatic check and no LLM backend"
+            continue
+          messages = prompt_lib.judge_messages(task.prompt, crit, response)
+          key = cache_key(self.identity, messages)
+          hit = self.cache.get(key)
+          if hit is not None:
+            scores[t, k, j], scored[t, k, j] = float(hit[0]), True
+            raw[t][k][j] = hit[1]
+            cache_hits += 1
+            continue
+          pending.setdefault(key, (messages, []))[1].append((t, k, j))
+
+    # Ask the LLM: round 0 sends every request; later rounds re-ask unparseable answers.
+    asks = {key: messages for key, (messages, _) in pending.items()}
+    for _ in range(self.settings.parse_retries + 1):
+      if not asks:
+        break
+      keys = list(asks)
+      answers = self.client.complete_or_errors([asks[k] for k in keys],
+                                               max_tokens=self.settings.max_new_tokens)
+      requests += len(keys)
+      retry = {}
+      for key, answer in zip(keys, answers):
+        cells = pending[key][1]
+        if isinstance(answer, ServerError):
+          for t, k, j in cells:
+            raw[t][k][j] = f"unscored: {answer}"
+          unscored[UNSCORED_TRANSPORT] += len(cells)
+          errors.append(str(answer))
+          continue
+        verdict = parse_verdict(answer)
+        for t, k, j in cells:
+          raw[t][k][j] = answer
+        if verdict is None:
+          retry[key] = prompt_lib.retry_messages(pending[key][0], answer)
+          continue
+        self.cache.put(key, verdict, answer)
+        for t, k, j in cells:
+          scores[t, k, j], scored[t, k, j] = float(verdict), True
+      asks = retry
+    for key in asks:  # still unparseable after the retries
+      unscored[UNSCORED_UNPARSEABLE] += len(pending[key][1])
+
+    stats = JudgeStats(cells=int(mask.sum()) * num_j, program_cells=program_cells,
+                       cache_hits=cache_hits, requests=requests,
+                       unscored=tuple(sorted((r, n) for r, n in unscored.items() if n)))
+    for array in (scores, scored, weights, mask):
+      array.setflags(write=False)  # verdicts cross module boundaries read-only
+    matrix = ScoreMatrix(scores=scores, scored=scored, weights=weights, criterion_mask=mask,
+                         raw=tuple(tuple(tuple(row) for row in crit_rows) for crit_rows in raw),
+                         stats=stats)
+    # Cells no backend of this judge can score (no check, no LLM) are unscored by design
+    # and masked out of the reward; the limit is on cells the judge tried and failed.
+    failed = unscored[UNSCORED_TRANSPORT] + unscored[UNSCORED_UNPARSEABLE]
+    attempted = stats.cells - unscored[UNSCORED_NO_CHECK]
+    failed_share = failed / attempted if attempted else 0.0
+    if failed_share > self.settings.max_unscored_share:
+      reasons = ", ".join(f"{r}: {n}" for r, n in stats.unscored)
+      first = f"; first error: {errors[0]}" if errors else ""
+      raise JudgeError(
+          f"judge {self.identity}: {failed} of {attempted} judged cells "
+          f"({failed_share:.0%}) have no verdict ({reasons}){first}. That is more "
+          f"than judge.max_unscored_share={self.settings.max_unscored_share:g}, so this step "
+          "is not applied and the last checkpoint stays as it was. Check that the judge "
+          "server is up and answers in the JSON format, or raise judge.max_unscored_share.")
+    return matrix

@@ -1,0 +1,111 @@
+"""A client for OpenAI-compatible chat-completions servers (vLLM, SGLang, tpu-inference).
+
+POST {base_url}/chat/completions with {"model", "messages", "max_tokens", "temperature"};
+the answer is choices[0].message.content. The API key is read from the environment
+variable named in config (judge.openai.api_key_env), never from the config itself; no
+variable means no Authorization header (local servers usually need none).
+
+Retried (bounded, exponential back-off, Retry-After honoured): time-outs, refused or reset
+connections, HTTP 408/429/5xx, and bodies that are not the expected JSON. Not retried: other
+4xx (a wrong model name or key does not fix itself); they fail the request at once.
+Standard library only (urllib), so the judge adds no dependency.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from harnessrl_jax.data.schema import Message
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.judges.client import (RetryableError, RetryPolicy, ServerError, TextClient,
+                                         call_with_retries, concurrent_map)
+
+_RETRY_STATUS = (408, 429)
+
+
+class OpenAIClient(TextClient):
+  """Chat completions over HTTP, requests sent concurrently."""
+
+  def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
+               temperature: float = 0.0, timeout_s: float = 120.0,
+               policy: RetryPolicy = RetryPolicy(), max_concurrency: int = 16,
+               sleep: Callable[[float], None] | None = None):
+    if not model:
+      raise ConfigError("judge.openai.model is empty: name the served model "
+                        "(e.g. the --served-model-name given to vLLM)")
+    if not base_url.startswith(("http://", "https://")):
+      raise ConfigError(f"judge.openai.base_url={base_url!r}: expected http(s)://host:port/v1")
+    self.url = base_url.rstrip("/") + "/chat/completions"
+    self.model = model
+    self.api_key_env = api_key_env
+    self.temperature = float(temperature)
+    self.timeout_s = float(timeout_s)
+    self.policy = policy
+    self.max_concurrency = int(max_concurrency)
+    self._sleep = sleep
+    self.identity = f"openai:{self.url}:{model}:t={self.temperature:g}"
+
+  def _headers(self) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+    if key:
+      headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+  def _post_once(self, body: bytes) -> str:
+    request = urllib.request.Request(self.url, data=body, headers=self._headers(),
+                                     method="POST")
+    try:
+      with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
+        raw = reply.read()
+    except urllib.error.HTTPError as e:
+      detail = _snippet(e.read())
+      if e.code >= 500 or e.code in _RETRY_STATUS:
+        raise RetryableError(f"HTTP {e.code} from {self.url}: {detail}",
+                             _retry_after(e.headers.get("Retry-After"))) from e
+      raise ServerError(f"HTTP {e.code} from {self.url}: {detail} (not retried: check "
+                        f"judge.openai.model={self.model!r}, the URL and the key in "
+                        f"${self.api_key_env})") from e
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
+            http.client.HTTPException) as e:
+      raise RetryableError(f"{type(e).__name__} talking to {self.url}: {e}") from e
+    try:
+      content = json.loads(raw)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+      raise RetryableError(f"unexpected body from {self.url}: {_snippet(raw)}") from e
+    if not isinstance(content, str):
+      raise RetryableError(f"unexpected body from {self.url}: content is "
+                           f"{type(content).__name__}, not text")
+    return content
+
+  def _one(self, payload: dict) -> str:
+    body = json.dumps(payload).encode("utf-8")
+    kwargs = {} if self._sleep is None else {"sleep": self._sleep}
+    return call_with_retries(lambda: self._post_once(body), self.policy,
+                             f"chat completion at {self.url}", **kwargs)
+
+  def _complete(self, chats: list[tuple[Message, ...]],
+                max_tokens: int) -> list[str | ServerError]:
+    payloads = [{"model": self.model,
+                 "messages": [{"role": m.role, "content": m.content} for m in chat],
+                 "max_tokens": max_tokens, "temperature": self.temperature}
+                for chat in chats]
+    return concurrent_map(self._one, payloads, self.max_concurrency)
+
+
+def _snippet(raw: bytes | str, limit: int = 200) -> str:
+  text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+  return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def _retry_after(value: str | None) -> float | None:
+  try:
+    return float(value) if value is not None else None
+  except ValueError:
+    return None

@@ -1,0 +1,131 @@
+"""DecoderEngine driven directly as JetStream's orchestrator drives it (prefill, insert into
+free slots while other slots decode, generate): every request's tokens must equal greedy
+decoding by full forward passes, through slot reuse and cache compaction."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.decoder import Decoder
+from harnessrl_jax.models.tokenizer import tiny_prompt_builder
+from harnessrl_jax.serving.engine import DecoderEngine
+
+# After harnessrl_jax.serving, which installs the seqio shim.
+from jetstream.engine import token_utils  # pylint: disable=g-bad-import-order
+
+WIDTH = 128
+
+
+@pytest.fixture(scope="module")
+def model():
+  graphdef, params = nnx.split(Decoder(ModelConfig.tiny(), rngs=nnx.Rngs(1)))
+  return nnx.merge(graphdef, jax.tree.map(lambda x: x * 3.0, params))
+
+
+_FORWARD = {}
+
+
+def reference(model, ids, max_tokens, stop_ids):
+  """Greedy decoding by full forward passes over a right-padded window, no KV cache; the
+  stop token, when sampled, is the last item."""
+  graphdef, params = nnx.split(model)
+  if id(model) not in _FORWARD:
+    _FORWARD[id(model)] = jax.jit(
+        lambda p, t, m: nnx.merge(graphdef, p)(t, jnp.arange(WIDTH)[None], m)[0])
+  forward = _FORWARD[id(model)]
+  ids, out = list(ids), []
+  for _ in range(max_tokens):
+    tokens = np.zeros((1, WIDTH), np.int32)
+    tokens[0, :len(ids)] = ids
+    logits = forward(params, tokens, np.arange(WIDTH)[None] < len(ids))
+    nxt = int(jnp.argmax(logits[0, len(ids) - 1]))
+    out.append(nxt)
+    if nxt in stop_ids:
+      break
+    ids.append(nxt)
+  return out
+
+
+def run_requests(engine, requests, max_tokens):
+  """A minimal orchestrator: FIFO requests, free slots refilled between generate steps.
+  Returns each request's tokens (a final stop token included), like JetStream streams them
+  plus the stop token."""
+  params = engine.load_params()
+  tok = engine.build_tokenizer(engine.get_tokenizer())
+  state = engine.init_decode_state()
+  queue = list(enumerate(requests))
+  slots = {}
+  out = {i: [] for i in range(len(requests))}
+  steps = 0
+  while queue or slots:
+    for slot in range(engine.max_concurrent_decodes):
+      if slot not in slots and queue:
+        i, ids = queue.pop(0)
+        padded, true_len = token_utils.pad_tokens(
+            np.asarray(ids), tok.bos_id, tok.pad_id, is_bos=True,
+            max_prefill_length=engine.max_prefill_length, jax_padding=True)
+        prefix = engine.prefill(params=params, padded_tokens=padded, true_length=true_len)
+        state = engine.insert(prefix, state, slot)
+        # As JetStream does after every insert: the state must not alias prefix buffers.
+        jax.tree.map(lambda x: x.delete() if isinstance(x, jax.Array) else None, prefix)
+        slots[slot] = i
+    state, result = engine.generate(params, state)
+    steps += 1
+    data = np.asarray(result.data)
+    for slot, i in list(slots.items()):
+      token, valid, length = data[slot]
+      if not valid:
+        del slots[slot]
+        continue
+      out[i].append(int(token))
+      if token in tok.stop_tokens or length >= max_tokens:
+        del slots[slot]
+  return [out[i] for i in range(len(requests))], state, steps
+
+
+def test_slots_reuse_and_compaction_match_reference(model):
+  pb = tiny_prompt_builder()
+  engine = DecoderEngine(model, pb, max_concurrent_decodes=3, max_prefill_length=64,
+                         max_decode_length=24)
+  texts = ["Name a colour.", "hi", "What is two plus two? Answer briefly please.", "x",
+           "Tell me a story", "ok", "Why?"]
+  requests = [pb.encode_chat([{"role": "user", "content": t}]) for t in texts]
+  requests.append(pb.encode("a"))   # a one-token prompt: nothing to prefill
+  max_tokens = 20
+  got, state, steps = run_requests(engine, requests, max_tokens)
+  stop = set(pb.eos_token_ids)
+  for ids, out in zip(requests, got):
+    assert out == reference(model, ids, max_tokens, stop)
+  assert any(o[-1] in stop for o in got) and any(len(o) == max_tokens for o in got)
+  # g starts at 64 and the cache has 88 slots: every 24th step at most, rows are compacted.
+  assert steps > 2 * 24 and 64 <= state.g <= 88
+
+
+def test_overlong_prompt_ends_without_output(model):
+  pb = tiny_prompt_builder()
+  engine = DecoderEngine(model, pb, max_concurrent_decodes=2, max_prefill_length=16,
+                         max_decode_length=8)
+  long_ids = pb.encode("this prompt is far longer than sixteen tokens")
+  got, _, _ = run_requests(engine, [long_ids, pb.encode("hey")], 5)
+  assert got[0] == [] and got[1] == reference(model, pb.encode("hey"), 5, set(pb.eos_token_ids))
+
+
+def test_rows_that_outgrow_the_cache_are_ended(model):
+  pb = tiny_prompt_builder()
+  engine = DecoderEngine(model, pb, max_concurrent_decodes=1, max_prefill_length=16,
+                         max_decode_length=4)
+  ids = pb.encode("0123456789")   # 10 tokens; a row holds 16 + 4 fed tokens
+  got, _, _ = run_requests(engine, [ids], 50)
+  want = reference(model, ids, 50, set(pb.eos_token_ids))
+  assert got[0] == want[:len(got[0])]
+  # Every token but the last emitted one is fed through the cache.
+  assert len(got[0]) < len(want) and len(ids) + len(got[0]) - 1 == 16 + 4
+
+
+def test_config_is_checked(model):
+  with pytest.raises(ConfigError, match="max_prefill_length=100"):
+    DecoderEngine(model, tiny_prompt_builder(), max_prefill_length=100)
