@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ml_collections
 
+from harnessrl_jax.evolver.config import evolver_defaults
 from harnessrl_jax.harness.config import harness_defaults
 from harnessrl_jax.judges.config import judge_defaults
 from harnessrl_jax.memory.config import memory_defaults
@@ -54,6 +55,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.rl = rl_defaults()
   c.harness = harness_defaults()
   c.memory = memory_defaults()
+  c.evolver = evolver_defaults()
 
   c.train = ml_collections.ConfigDict()
   c.train.steps = 10

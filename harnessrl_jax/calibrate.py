@@ -1,0 +1,70 @@
+"""Cold start: the null measurement that sets the critic's bands and the sampling ladder.
+
+  python -m harnessrl_jax.calibrate --config=configs/tiny.py --workdir=/tmp/run [--tasks=N]
+
+Loads the training pool (config.data), the initial policy (config.model) and the judge
+(config.judge); samples config.rollout.num_samples responses per task twice and regrades
+once without changes (evolver/calibration.py); writes <workdir>/calibration.json, which
+training reads through evolver.calibration_path. --tasks (or evolver.calibrate_tasks)
+measures only the first N tasks of the pool; 0 measures all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import jax
+from absl import flags
+from ml_collections import config_flags
+
+from harnessrl_jax import cli
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "experiment config")
+_WORKDIR = flags.DEFINE_string("workdir", None, "run directory for calibration.json",
+                               required=True)
+_TASKS = flags.DEFINE_integer("tasks", -1, "tasks to measure (-1: evolver.calibrate_tasks, "
+                              "0: the whole pool)")
+
+
+def evolver_section(config):
+  """config.evolver, or its defaults while the config tree has no such section."""
+  from harnessrl_jax.evolver.config import evolver_defaults  # pylint: disable=g-import-not-at-top
+  return config.evolver if "evolver" in config else evolver_defaults()
+
+
+def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resample=None):
+  """The cold start; returns (Calibration, path written). judge/resample override the
+  ones the config names (tests, or a driver that already holds them)."""
+  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.evolver import calibration, measure
+  from harnessrl_jax.harness.state import from_tasks
+  from harnessrl_jax.judges.factory import make_judge
+  from harnessrl_jax.models.loading import load_model
+  # pylint: enable=g-import-not-at-top
+  ev = evolver_section(config)
+  pool = measure.load_pool(config)
+  n = int(ev.calibrate_tasks) if tasks < 0 else int(tasks)
+  if n:
+    pool = pool[:n]
+  h = from_tasks(pool, config.harness)
+  if resample is None:
+    resample = measure.policy_sampler(load_model(config.model), config.rollout)
+  if judge is None:
+    judge = make_judge(config.judge)
+  cal = calibration.null_measurement(
+      pool, h, resample, judge, jax.random.fold_in(jax.random.key(config.seed), 1),
+      int(config.rollout.num_samples), min_band=float(ev.calibrate_min_band),
+      default_ladder=tuple(config.harness.ladder))
+  return cal, calibration.write_calibration(cal, workdir)
+
+
+def main(argv) -> None:
+  del argv
+  cal, path = run_calibration(_CONFIG.value, _WORKDIR.value, _TASKS.value)
+  logging.warning("calibrate: bands %s, ladder %s (%s); wrote %s", cal.bands, cal.ladder,
+                  cal.ladder_source, path)
+  print(path)
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,232 @@
+"""One evolver step E: (H_t, recorded groups, memory) -> H_{t+1}, with every candidate logged.
+
+Per drawn task, in draw order:
+  1. the attributor labels every criterion of the recorded group (memory read-only);
+  2. per route (rubric, guidance, sampling) with an actionable label (confidence >=
+     evolver.min_confidence), the most confident such criterion is the target; the
+     proposer offers a candidate, the critic measures it on the current frozen policy;
+     rejected candidates go back to the proposer with their measurement, up to B rounds;
+     then a noop is recorded. An accepted candidate's ops are applied (and logged to the
+     harness history) before the next route or task is considered;
+  3. write-back: the draw (scores, rewards, labels, accepted ops, measurements) goes into
+     memory's time index; after all tasks, the semantics index is synced to H_{t+1}.
+The three roles are separate objects and calls: the proposer never measures, the critic
+never proposes. Randomness (the critic's re-samples) comes from `key` folded with the
+task's position, the route and the round, so the same inputs and key give the same H_{t+1}
+(and the same digest).
+
+`AsyncEvolver` runs the step on a worker thread so it overlaps the next RL update (one
+step of harness staleness; see its docstring).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from harnessrl_jax.evolver.critic import Critic
+from harnessrl_jax.evolver.proposer import ProposalRequest
+from harnessrl_jax.evolver.types import (Candidate, CriterionLabel, Feedback, Group,
+                                         Measurement, TaskAttribution)
+from harnessrl_jax.harness.digest import digest
+from harnessrl_jax.harness.history import HistoryLog, HistoryRecord, apply_logged
+from harnessrl_jax.harness.ops import op_to_json
+from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.memory.time_index import make_draw
+
+ROUTE_ORDER = ("rubric", "guidance", "sampling")
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateRecord:
+  """One round of one (task, route): a measured candidate, or the noop that ends a loop."""
+
+  step: int
+  task_id: str
+  route: str
+  criterion_id: str
+  round: int
+  verdict: str                      # "accepted", "rejected" or "noop"
+  candidate: Candidate | None = None
+  measurement: Measurement | None = None
+  note: str = ""
+
+  def to_json(self) -> dict[str, Any]:
+    return {"step": self.step, "task_id": self.task_id, "route": self.route,
+            "criterion_id": self.criterion_id, "round": self.round, "verdict": self.verdict,
+            "candidate": self.candidate and self.candidate.to_json(),
+            "measurement": self.measurement and self.measurement.to_json(), "note": self.note}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+  """What one evolver step produced. `accounting[role]` holds calls, llm_requests,
+  judge_cells, rollouts and wall_s for role in attributor / proposer / critic."""
+
+  step: int
+  harness: Harness
+  digest: str
+  attributions: tuple[TaskAttribution, ...]
+  records: tuple[CandidateRecord, ...]
+  history: tuple[HistoryRecord, ...]
+  accounting: dict[str, dict[str, float]]
+
+  def counts(self) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in self.records:
+      out[r.verdict] = out.get(r.verdict, 0) + 1
+    return out
+
+
+def _pick(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
+          min_conf: float) -> CriterionLabel | None:
+  cands = [(i, lab) for i, lab in enumerate(labels)
+           if lab.route == route and lab.confidence >= min_conf]
+  if not cands:
+    return None
+  return min(cands, key=lambda x: (-x[1].confidence, -abs(weights.get(x[1].criterion_id, 0)),
+                                   x[0]))[1]
+
+
+def _same_rubric(group: Group, h: Harness) -> bool:
+  now = h.criteria(group.task_id)
+  return [(c.id, c.text) for c in now] == [(c.id, c.text) for c in group.criteria]
+
+
+class Evolver:
+  """Wires attributor, proposer and critic; holds the per-role accounting."""
+
+  def __init__(self, config, *, attributor, proposer, critic: Critic,
+               history_log: HistoryLog | None = None, candidate_log: str | None = None):
+    self.config = config
+    self.attributor = attributor
+    self.proposer = proposer
+    self.critic = critic
+    self.rounds = int(config.rounds)
+    self.min_conf = float(config.min_confidence)
+    self.history_log = history_log
+    self.candidate_log = candidate_log
+
+  def step(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
+           memory=None) -> StepResult:
+    acc = {role: {"calls": 0, "llm_requests": 0, "judge_cells": 0, "rollouts": 0,
+                  "wall_s": 0.0} for role in ("attributor", "proposer", "critic")}
+    llm0 = {r: getattr(getattr(self, r), "requests", 0) for r in ("attributor", "proposer")}
+    crit0 = (self.critic.judge_cells, self.critic.rollouts, self.critic.wall_s,
+             self.critic.judge_requests)
+    records: list[CandidateRecord] = []
+    history: list[HistoryRecord] = []
+    attributions = []
+    current = digest(h)
+    for gi, group in enumerate(groups):
+      t0 = time.perf_counter()
+      att = self.attributor.attribute(group, h, memory, step)
+      acc["attributor"]["wall_s"] += time.perf_counter() - t0
+      acc["attributor"]["calls"] += 1
+      attributions.append(att)
+      task_records: list[CandidateRecord] = []
+      actions: list[dict[str, Any]] = []
+      if not _same_rubric(group, h):
+        task_records.append(CandidateRecord(step, group.task_id, "", "", 0, "noop",
+                                            note="the group was judged under an older rubric "
+                                                 "(the task changed earlier this step)"))
+      else:
+        weights = {c.id: c.weight for c in group.criteria}
+        for ri, route in enumerate(ROUTE_ORDER):
+          target = _pick(att.labels, route, weights, self.min_conf)
+          if target is None:
+            continue
+          feedback: list[Feedback] = []
+          accepted = False
+          for b in range(self.rounds):
+            req = ProposalRequest(h, group, target, att, memory, step, b, tuple(feedback))
+            t0 = time.perf_counter()
+            cand = self.proposer.propose(req)
+            acc["proposer"]["wall_s"] += time.perf_counter() - t0
+            acc["proposer"]["calls"] += 1
+            if cand is None:
+              break
+            k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi), ri), b)
+            meas, new = self.critic.measure(cand, h, group, target, memory, step, k)
+            acc["critic"]["calls"] += 1
+            if meas.accepted:
+              for op in cand.ops:
+                h, rec = apply_logged(h, op, step=step, log=self.history_log,
+                                      digest_before=current, measurement={
+                                          "candidate": cand.kind, "route": route,
+                                          "criterion_id": target.criterion_id,
+                                          "label": target.to_json(),
+                                          "critic": meas.to_json()})
+                current = rec.digest_after
+                history.append(rec)
+                actions.append(op_to_json(op))
+              task_records.append(CandidateRecord(step, group.task_id, route,
+                                                  target.criterion_id, b, "accepted", cand,
+                                                  meas))
+              accepted = True
+              break
+            task_records.append(CandidateRecord(step, group.task_id, route,
+                                                target.criterion_id, b, "rejected", cand, meas))
+            feedback.append(Feedback(cand, meas))
+          if not accepted:
+            task_records.append(CandidateRecord(
+                step, group.task_id, route, target.criterion_id, len(feedback), "noop",
+                note=f"no candidate accepted after {len(feedback)} measured round(s)"))
+      records.extend(task_records)
+      if memory is not None:
+        memory.add_draw(make_draw(
+            group.task_id, step, [c.id for c in group.criteria],
+            [c.weight for c in group.criteria], group.scores, group.scored, group.rewards,
+            labels={lab.criterion_id: lab.label for lab in att.labels},
+            actions=tuple(actions),
+            measurements=tuple(r.to_json() for r in task_records)), group.responses)
+    if memory is not None:
+      memory.sync_rubrics(h)
+    for role in ("attributor", "proposer"):
+      acc[role]["llm_requests"] = getattr(getattr(self, role), "requests", 0) - llm0[role]
+    c = self.critic
+    acc["critic"].update(judge_cells=c.judge_cells - crit0[0], rollouts=c.rollouts - crit0[1],
+                         wall_s=c.wall_s - crit0[2], llm_requests=c.judge_requests - crit0[3])
+    if self.candidate_log:
+      with open(self.candidate_log, "a", encoding="utf-8") as f:
+        for r in records:
+          f.write(json.dumps(r.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
+    return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
+                      acc)
+
+
+class AsyncEvolver:
+  """Runs `Evolver.step` on one worker thread so it overlaps the next RL update.
+
+  Protocol for a driver (one step of harness staleness):
+    step t:   sample with H, judge, RL update; fut = submit(H, groups_t, ...);
+    step t+1: sample with H (still the harness step t sampled with), RL update; then
+              H = fut.result().harness and submit step t+1's groups.
+  The critic must measure on the policy that produced the groups: pass a `resample`
+  bound to that step's parameters (JAX arrays are immutable, so binding them at submit
+  time is enough). The memory belongs to the worker while a step is in flight: the driver
+  must not read or write it until `result()` returns.
+  """
+
+  def __init__(self, evolver: Evolver):
+    self.evolver = evolver
+    self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evolver")
+
+  def submit(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
+             memory=None, critic: Critic | None = None) -> concurrent.futures.Future:
+    """Queues one step; `critic` (optional) replaces the evolver's critic for it, e.g.
+    one whose resample is bound to this step's parameters."""
+    def run():
+      if critic is not None:
+        self.evolver.critic = critic
+      return self.evolver.step(h, groups, step=step, key=key, memory=memory)
+    return self._pool.submit(run)
+
+  def close(self) -> None:
+    self._pool.shutdown(wait=True)

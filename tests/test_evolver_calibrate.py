@@ -1,0 +1,113 @@
+"""Cold start: band and ladder statistics against NumPy, the end-to-end pass on
+configs/tiny.py, the command line, and training reading the result."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.evolver import Critic, build_evolver, read_calibration
+from harnessrl_jax.evolver.calibration import bands_and_ladder, unsaturated_share
+from harnessrl_jax.harness import SetLadder, apply, from_tasks
+from tests import test_evolver_fixtures as fx
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_bands_and_ladder_match_numpy():
+  rng = np.random.default_rng(0)
+  g = rng.uniform(0, 20, 40)
+  r = rng.uniform(0, 5, 40)
+  ranges = rng.uniform(10, 60, 40)
+  shares = np.concatenate([rng.uniform(0.05, 0.95, 30), [0.0, 1.0, np.nan]])
+  cal = bands_and_ladder(g, r, ranges, shares, min_band=1.0,
+                         default_ladder=(1.0, 0.61, 0.38, 0.17))
+  lo_g, lo_r, hi = np.percentile(g, 95), np.percentile(r, 95), np.median(ranges)
+  assert cal.bands["guidance"] == pytest.approx((lo_g, hi), abs=1e-5)
+  assert cal.bands["rubric"] == pytest.approx((lo_r, hi), abs=1e-5)
+  u = shares[np.isfinite(shares) & (shares > 0) & (shares < 1)]
+  assert cal.ladder == pytest.approx((1.0, np.percentile(u, 75), np.percentile(u, 50),
+                                      np.percentile(u, 25)), abs=1e-5)
+  assert cal.ladder_source == "measured over 30 tasks"
+
+
+def test_degenerate_null_uses_the_floor_and_the_configured_ladder():
+  cal = bands_and_ladder([0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0], min_band=1.0,
+                         default_ladder=(1.0, 0.61, 0.38, 0.17))
+  assert cal.bands == {"guidance": (1.0, 1.0), "rubric": (1.0, 1.0)}
+  assert cal.ladder == (1.0, 0.61, 0.38, 0.17) and cal.ladder_source.startswith("configured")
+  with pytest.raises(ConfigError, match="no task produced a valid reward"):
+    bands_and_ladder([], [], [], [], min_band=1.0, default_ladder=(1.0, 0.5))
+
+
+def test_unsaturated_share_by_hand():
+  w = np.array([60.0, 30.0, 10.0, -5.0])
+  sat = np.array([[1, 1, 1], [1, 0, 1], [1, -1, 1], [0, 0, 0]])
+  # c1 and c3 saturated (unscored cells ignored); c2 not; penalties carry no positive weight.
+  assert unsaturated_share(w, sat) == pytest.approx(30.0 / 100.0)
+
+
+def tiny_config():
+  sys.path.insert(0, REPO)
+  from configs.tiny import get_config  # pylint: disable=g-import-not-at-top
+  c = get_config()
+  c.judge.backend = "program"
+  c.judge.max_unscored_share = 1.0   # criteria without a check stay unscored
+  c.rollout.max_new_tokens = 8
+  c.rollout.prompt_buckets = (512, 1024)
+  return c
+
+
+def test_calibrate_end_to_end_on_tiny(tmp_path):
+  from harnessrl_jax.calibrate import run_calibration  # pylint: disable=g-import-not-at-top
+  cal, path = run_calibration(tiny_config(), str(tmp_path), tasks=2)
+  assert path == str(tmp_path / "calibration.json")
+  obj = json.loads(open(path, encoding="utf-8").read())
+  assert obj["format"] == "harnessrl_jax.calibration/1"
+  rows = obj["per_task"]
+  assert len(rows) == 2
+  g = [abs(t["reward_b"] - t["reward_a"]) * 100 for t in rows]
+  ranges = [t["range_points"] for t in rows]
+  assert obj["stats"]["guidance_null_p95"] == pytest.approx(np.percentile(g, 95), abs=1e-4)
+  assert obj["stats"]["median_range"] == pytest.approx(np.median(ranges), abs=1e-4)
+  # The program judge is deterministic: regrading changes nothing, the floor applies.
+  assert all(t["reward_regrade"] == t["reward_a"] for t in rows)
+  assert obj["bands"]["rubric"][0] == 1.0
+  back = read_calibration(str(tmp_path))
+  assert back.bands == cal.bands and back.ladder == cal.ladder
+  # Training reads it: the critic's bands and the harness ladder.
+  config = tiny_config()
+  with config.unlocked():
+    config.evolver = fx.config(calibration_path=str(tmp_path))
+  ev = build_evolver(config, judge=None, resample=None)
+  assert ev.critic.bands == back.bands and ev.critic.j == config.rollout.num_samples
+  assert Critic(None, None, fx.config()).bands == {"guidance": (10.2, 28.0),
+                                                   "rubric": (3.1, 28.0)}
+  h = apply(from_tasks([fx.BLIND]), SetLadder(back.ladder))
+  assert tuple(np.asarray(h.ladder).tolist()) == pytest.approx(back.ladder)
+
+
+def test_calibrate_command_line(tmp_path):
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+  base = [sys.executable, "-m", "harnessrl_jax.calibrate", "--config=configs/tiny.py",
+          f"--workdir={tmp_path}"]
+  bad = subprocess.run(base + ["--config.judge.nonsense=1"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode == 2 and "unknown field" in bad.stderr
+  ok = subprocess.run(base + ["--tasks=1", "--config.judge.backend=program",
+                              "--config.judge.max_unscored_share=1.0",
+                              "--config.rollout.max_new_tokens=4",
+                              "--config.rollout.num_samples=2"],
+                      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert ok.returncode == 0, ok.stderr[-2000:]
+  assert ok.stdout.strip().endswith("calibration.json")
+  assert len(read_calibration(str(tmp_path)).per_task) == 1
+
+
+def test_missing_calibration_is_a_config_error(tmp_path):
+  with pytest.raises(ConfigError, match="run `python -m harnessrl_jax.calibrate`"):
+    read_calibration(str(tmp_path))

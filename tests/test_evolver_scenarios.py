@@ -1,0 +1,248 @@
+"""Constructed scenarios where the failure class is known: label, route and the critic's
+verdict; band rejection with feedback and the noop after B rounds; determinism."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
+from harnessrl_jax.harness import digest, from_tasks
+from harnessrl_jax.harness.history import HistoryLog, read_history, replay
+from harnessrl_jax.memory import make_draw
+from tests import test_evolver_fixtures as fx
+
+
+def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=None,
+        prepare=None, step=5, candidate_log=None, llm_judge=True):
+  cfg = cfg or fx.config()
+  h = from_tasks(tasks)
+  j = fx.judge(with_llm=llm_judge)
+  groups = fx.record(tasks, h, responses, j)
+  mem = fx.new_memory(h) if memory else None
+  if prepare:
+    prepare(mem, groups)
+  policy = policy or fx.FakePolicy(fx.PROMPTS)
+  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
+               critic=Critic(j, policy, cfg, num_samples=4), history_log=history,
+               candidate_log=candidate_log)
+  return h, groups, mem, ev.step(h, groups, step=step, key=jax.random.key(key), memory=mem)
+
+
+def labels(result, task_id):
+  att = next(a for a in result.attributions if a.task_id == task_id)
+  return {lab.criterion_id: lab for lab in att.labels}
+
+
+def test_blind_criterion_gets_guidance_accepted_when_it_raises_reward():
+  h0, groups, mem, res = run([fx.BLIND], [fx.BLIND_RESPONSES])
+  lab = labels(res, "t-blind")
+  assert lab["c2"].label == "blind" and lab["c2"].route == "guidance"
+  assert lab["c1"].label == "agree"            # split 2/2, no surface signal
+  (rec,) = [r for r in res.records if r.verdict != "noop"]
+  assert rec.route == "guidance" and rec.verdict == "accepted"
+  assert rec.candidate.kind == "guidance:criterion"
+  # c2 carries 20 of 100 points; the hint-following policy now meets it in every rollout,
+  # c1 unchanged (2 of 4): r_old = 0.4, r_new = 0.6.
+  assert rec.measurement.r_old == pytest.approx(0.4, abs=1e-6)
+  assert rec.measurement.r_new == pytest.approx(0.6, abs=1e-6)
+  assert rec.measurement.delta == pytest.approx(20.0, abs=1e-4)
+  assert rec.measurement.rollouts == 4
+  fields = dict(res.harness.guidance("t-blind"))
+  assert "condensation" in fields["criterion"].lower()
+  assert res.accounting["critic"]["rollouts"] == 4
+  assert res.accounting["critic"]["judge_cells"] == 8
+  # Write-back: the draw, its labels and the accepted op are in memory.
+  (d,) = mem.time.draws("t-blind")
+  assert d.labels["c2"] == "blind" and d.actions[0]["op"] == "add_guidance"
+
+
+def test_blind_guidance_rejected_when_it_does_not_raise_reward():
+  policy = fx.FakePolicy(fx.PROMPTS, follows=False)
+  _, _, _, res = run([fx.BLIND], [fx.BLIND_RESPONSES], policy=policy)
+  assert labels(res, "t-blind")["c2"].label == "blind"
+  measured = [r for r in res.records if r.verdict == "rejected"]
+  # <criterion>, then <critique> (no donors for <reference> yet); each leaves r unchanged.
+  assert [r.candidate.kind for r in measured] == ["guidance:criterion", "guidance:critique"]
+  for r in measured:
+    assert r.measurement.delta == pytest.approx(0.0, abs=1e-6)
+    assert any(s.startswith("(i) sign") for s in r.measurement.reasons)
+  assert res.records[-1].verdict == "noop"
+  assert res.harness.guidance("t-blind") == ()
+  assert res.digest == digest(from_tasks([fx.BLIND]))
+
+
+def test_saturated_criterion_moves_the_task_one_level_down():
+  def history(mem, groups):  # the same criterion was all-satisfied at the previous draw
+    g = groups[0]
+    mem.add_draw(make_draw(g.task_id, 4, [c.id for c in g.criteria],
+                           [c.weight for c in g.criteria], g.scores, g.scored, g.rewards))
+  h0, _, _, res = run([fx.SATURATED], [fx.SATURATED_RESPONSES], prepare=history)
+  lab = labels(res, "t-sat")
+  assert lab["c1"].label == "saturated" and lab["c1"].route == "sampling"
+  assert lab["c1"].confidence == 1.0
+  (rec,) = [r for r in res.records if r.route == "sampling"]
+  assert rec.verdict == "accepted" and rec.candidate.kind == "sampling:level_down"
+  ladder = np.asarray(h0.ladder, np.float64)
+  assert rec.measurement.delta == pytest.approx(ladder[0] - ladder[1])
+  assert rec.measurement.rollouts == 0 and rec.measurement.judge_cells == 0
+  assert res.harness.level("t-sat") == 1
+
+
+def test_saturated_without_history_has_half_confidence_and_reversal_is_refused():
+  def undo_history(mem, groups):  # a level-up was accepted 2 steps ago, same label then
+    g = groups[0]
+    mem.add_draw(make_draw(g.task_id, 3, [c.id for c in g.criteria],
+                           [c.weight for c in g.criteria], g.scores * 0, g.scored, g.rewards,
+                           labels={"c1": "saturated"},
+                           actions=[{"op": "sampling_level_up", "task_id": "t-sat"}]))
+  _, _, _, res = run([fx.SATURATED], [fx.SATURATED_RESPONSES], prepare=undo_history)
+  assert labels(res, "t-sat")["c1"].label == "saturated"
+  assert labels(res, "t-sat")["c1"].confidence == 0.5   # the earlier draw was not saturated
+  (rec,) = [r for r in res.records if r.verdict == "rejected"]
+  assert any(s.startswith("(iv) reversal") for s in rec.measurement.reasons)
+  assert res.harness.level("t-sat") == 0
+
+
+def test_spurious_criterion_gets_a_rubric_rewrite_accepted_because_it_lowers_reward():
+  _, groups, _, res = run([fx.SPURIOUS], [fx.SPURIOUS_RESPONSES])
+  g = groups[0]
+  np.testing.assert_array_equal(g.scores, [[1, 1, 0, 0], [0, 0, 1, 1]])
+  lab = labels(res, "t-spur")["c2"]
+  assert lab.label == "spurious" and lab.route == "rubric"
+  assert "All requirements met." in lab.evidence
+  assert lab.wording == fx.SPURIOUS.criteria[1].text
+  signals = dict(lab.signals)
+  assert signals["phrase"] and signals["disagree"]
+  assert signals["rest_gap_points"] == pytest.approx(-100.0)
+  (rec,) = [r for r in res.records if r.route == "rubric"]
+  assert rec.verdict == "accepted" and rec.candidate.kind == "rubric:rewrite"
+  # 60/40 points: before r = (.6, .6, .4, .4); after the rewrite c2 is met by nobody.
+  assert rec.measurement.r_old == pytest.approx(0.5, abs=1e-6)
+  assert rec.measurement.r_new == pytest.approx(0.3, abs=1e-6)
+  assert rec.measurement.delta == pytest.approx(20.0, abs=1e-4)
+  (c2,) = [c for c in res.harness.criteria("t-spur") if c.id == "c2"]
+  assert '"All requirements met."' in c2.text and "do not count" in c2.text
+
+
+def test_out_of_band_candidates_go_back_with_their_measurement_then_noop():
+  cfg = fx.config(rubric_band=(3.1, 4.0))
+  _, _, _, res = run([fx.SPURIOUS], [fx.SPURIOUS_RESPONSES], cfg=cfg)
+  recs = [r for r in res.records if r.route == "rubric"]
+  assert [r.verdict for r in recs] == ["rejected", "rejected", "rejected", "noop"]
+  kinds = [r.candidate.kind for r in recs[:3]]
+  # The rewrite overshoots (20 points > 4): the proposer reads that and goes gentlest.
+  assert kinds == ["rubric:rewrite", "rubric:reweight", "rubric:negative"]
+  deltas = [r.measurement.delta for r in recs[:3]]
+  # reweight halves c2 (40 -> 20, rescaled to 75/25): every reward keeps its mean 0.5;
+  # the -10 penalty hits the two stock-phrase responses: 0.5 - 0.1 * 2/4 = 0.45.
+  assert deltas == pytest.approx([20.0, 0.0, 5.0], abs=1e-4)
+  assert any(s.startswith("(ii) band") for s in recs[0].measurement.reasons)
+  assert any(s.startswith("(i) sign") for s in recs[1].measurement.reasons)
+  assert any(s.startswith("(ii) band") for s in recs[2].measurement.reasons)
+  assert recs[3].note.startswith("no candidate accepted after 3")
+  assert res.digest == digest(from_tasks([fx.SPURIOUS]))
+
+
+def test_same_inputs_and_keys_give_the_same_next_harness(tmp_path):
+  tasks = [fx.BLIND, fx.SATURATED, fx.SPURIOUS]
+  resp = [fx.BLIND_RESPONSES, fx.SATURATED_RESPONSES, fx.SPURIOUS_RESPONSES]
+  log = HistoryLog(tmp_path / "history.jsonl")
+  h0, _, _, a = run(tasks, resp, history=log, candidate_log=str(tmp_path / "cand.jsonl"))
+  _, _, _, b = run(tasks, resp)
+  assert a.digest == b.digest == digest(a.harness) != digest(h0)
+  assert [r.to_json() for r in a.records] == [r.to_json() for r in b.records]
+  assert a.counts() == {"accepted": 3}
+  # Every candidate is logged with its measurement and verdict.
+  lines = [json.loads(x) for x in open(tmp_path / "cand.jsonl", encoding="utf-8")]
+  assert [(x["task_id"], x["verdict"], x["measurement"]["delta"]) for x in lines] == [
+      (r.task_id, r.verdict, round(r.measurement.delta, 6)) for r in a.records]
+  # The history log replays to the same harness.
+  assert digest(replay(h0, read_history(tmp_path / "history.jsonl"))) == a.digest
+
+
+def test_reference_comes_from_a_semantic_donor_then_noop_after_b_rounds():
+  other = Task("t-other", "science", (Message("user", "How do clouds form?"),), (
+      Criterion("k1", "Mentions condensation", 1.0, check=fx.kw("condensation")),))
+  donor = "Clouds form by condensation of water vapour on dust."
+  miss = "Clouds are made of cotton."
+
+  def donors(mem, groups):
+    mem.add_draw(make_draw("t-other", 1, ["k1"], [100.0], [[1, 0]], [[True, True]],
+                           [1.0, 0.0]), [donor, miss])
+  policy = fx.FakePolicy(fx.PROMPTS, follows=False)
+  tasks = [fx.BLIND, other]
+  h = from_tasks(tasks)
+  j = fx.judge()
+  groups = fx.record([fx.BLIND], h, [fx.BLIND_RESPONSES], j)
+  mem = fx.new_memory(h)
+  donors(mem, groups)
+  cfg = fx.config()
+  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
+               critic=Critic(j, policy, cfg, num_samples=4))
+  res = ev.step(h, groups, step=5, key=jax.random.key(0), memory=mem)
+  recs = [r for r in res.records if r.route == "guidance"]
+  assert [r.verdict for r in recs] == ["rejected"] * 3 + ["noop"]
+  assert [r.candidate.kind for r in recs[:3]] == [
+      "guidance:criterion", "guidance:reference", "guidance:critique"]
+  ref = recs[1].candidate.ops[-1].content
+  assert donor in ref and miss in ref
+  # The critic rendered each candidate into the prompt the policy saw.
+  assert [list(fx.guidance_blocks(p)) for p in policy.calls] == [
+      ["criterion"], ["reference"], ["critique"]]
+
+
+def test_async_evolver_gives_the_sync_result():
+  from harnessrl_jax.evolver import AsyncEvolver  # pylint: disable=g-import-not-at-top
+  tasks = [fx.BLIND, fx.SPURIOUS]
+  resp = [fx.BLIND_RESPONSES, fx.SPURIOUS_RESPONSES]
+  _, _, _, sync = run(tasks, resp)
+  cfg = fx.config()
+  h = from_tasks(tasks)
+  j = fx.judge()
+  groups = fx.record(tasks, h, resp, j)
+  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
+               critic=Critic(j, fx.FakePolicy(fx.PROMPTS), cfg, num_samples=4))
+  runner = AsyncEvolver(ev)
+  try:
+    fut = runner.submit(h, groups, step=5, key=jax.random.key(0), memory=fx.new_memory(h))
+    res = fut.result(timeout=60)
+  finally:
+    runner.close()
+  assert res.digest == sync.digest
+  assert [r.to_json() for r in res.records] == [r.to_json() for r in sync.records]
+
+
+def test_padding_gets_a_negative_criterion_accepted():
+  _, groups, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES])
+  np.testing.assert_array_equal(groups[0].scores, [[1, 1, 0, 0], [0, 0, 1, 1]])
+  lab = labels(res, "t-pad")
+  assert lab["c1"].label == "agree"
+  assert lab["c2"].label == "spurious" and lab["c2"].route == "rubric"
+  signals = dict(lab["c2"].signals)
+  assert signals["by_length"] and not signals["phrase"] and signals["length_ratio"] > 3
+  assert "This is an important point to consider." in lab["c2"].evidence
+  (rec,) = [r for r in res.records if r.route == "rubric"]
+  # c2 carries a word-count check, so a rewrite could not change its verdicts: the first
+  # candidate is the penalty for padding, met by the two padded responses (10 of 100
+  # points each): r 0.5 -> 0.45.
+  assert rec.verdict == "accepted" and rec.candidate.kind == "rubric:negative"
+  assert rec.candidate.ops[0].weight == -10.0
+  assert rec.measurement.delta == pytest.approx(5.0, abs=1e-4)
+  new = [c for c in res.harness.criteria("t-pad") if c.id == "c2-hack"]
+  assert new and new[0].weight < 0 and new[0].text.startswith("Pads the response")
+
+
+def test_candidates_the_judge_cannot_score_measure_zero_and_are_rejected():
+  # Program checks only: new criteria (the penalty, the split parts) carry no check, so
+  # their cells stay unscored and leave every reward as it was: Delta = 0 for all three.
+  _, _, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES], llm_judge=False)
+  recs = [r for r in res.records if r.route == "rubric"]
+  assert [r.verdict for r in recs] == ["rejected"] * 3 + ["noop"]
+  assert [r.candidate.kind for r in recs[:3]] == [
+      "rubric:negative", "rubric:split", "rubric:reweight"]
+  for r in recs[:3]:
+    assert r.measurement.delta == pytest.approx(0.0, abs=1e-3)
+    assert r.measurement.reasons[0].startswith("(i) sign")
