@@ -1,0 +1,12 @@
+"""Rollouts: batched KV-cache sampling of a Decoder, with the log-probs the learner needs.
+
+`generate` / `Sampler` (engine.py) take prompts as token-id lists and return a
+`RolloutBatch`; `SamplingParams` (sampling.py) holds temperature / top-p / top-k /
+max_new_tokens / stop ids; batching.py buckets prompt lengths; decode_loop.py is the
+compiled loop itself.
+"""
+
+from harnessrl_jax.rollout.engine import RolloutBatch, Sampler, generate, generate_padded
+from harnessrl_jax.rollout.sampling import SamplingParams
+
+__all__ = ["RolloutBatch", "Sampler", "SamplingParams", "generate", "generate_padded"]

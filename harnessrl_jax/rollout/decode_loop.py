@@ -1,0 +1,89 @@
+"""The decode loop: one `lax.while_loop` that feeds a token, samples the next, and stops.
+
+Model-agnostic: it takes `apply_fn(tokens[B,1], positions[B,1], attention_mask[B,1], cache)
+-> (logits[B,1,V], cache)` and any cache pytree, so it is tested with toy logit functions as
+well as the decoder. Call it inside `jit`: the cache is a loop carry, updated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from harnessrl_jax.rollout.sampling import SamplingParams, sample_tokens
+
+ApplyFn = Callable[[jax.Array, jax.Array, jax.Array, Any], tuple[jax.Array, Any]]
+
+FINISH_STOP = 0    # an EOS or stop token was sampled (it is part of the response)
+FINISH_LENGTH = 1  # max_new_tokens reached first
+
+
+class DecodeOutput(NamedTuple):
+  tokens: jax.Array         # [B, N] int32, pad_id after the end of each response
+  logprobs: jax.Array       # [B, N] float32, 0 after the end
+  lengths: jax.Array        # [B] int32, response tokens including a final stop token
+  finish_reason: jax.Array  # [B] int32, FINISH_STOP or FINISH_LENGTH
+
+
+def row_keys(key: jax.Array, num_rows: int, first_row: int = 0) -> jax.Array:
+  """One key per batch row, from the row's index: a row's samples do not depend on the batch."""
+  rows = jnp.arange(first_row, first_row + num_rows, dtype=jnp.uint32)
+  return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
+
+
+def decode(apply_fn: ApplyFn, cache: Any, first_tokens: jax.Array, first_positions: jax.Array,
+           keys: jax.Array, params: SamplingParams, stop_ids: tuple[int, ...],
+           pad_id: int) -> tuple[DecodeOutput, Any]:
+  """Samples up to params.max_new_tokens tokens per row.
+
+  Args:
+    apply_fn: one decoding step of the model (see the module docstring).
+    cache: the cache after prefilling everything before `first_tokens`.
+    first_tokens: [B] the last prompt token of each row (not yet in the cache).
+    first_positions: [B] its position id.
+    keys: [B] per-row keys (`row_keys`); step t uses fold_in(keys[b], t).
+    params: sampling settings (static).
+    stop_ids: EOS and stop token ids (static); sampling one ends the row.
+    pad_id: written after the end of each response.
+
+  Returns:
+    A DecodeOutput and the final cache. The loop exits early once every row has stopped.
+  """
+  batch = first_tokens.shape[0]
+  steps = params.max_new_tokens
+  stop = jnp.asarray(stop_ids if stop_ids else (-1,), dtype=jnp.int32)
+  fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+
+  def cond(carry):
+    step, _, _, _, _, _, done, _ = carry
+    return (step < steps) & ~jnp.all(done)
+
+  def body(carry):
+    step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry
+    logits, cache = apply_fn(inputs[:, None], positions[:, None],
+                             jnp.ones((batch, 1), dtype=bool), cache)
+    tokens, logprobs = sample_tokens(logits[:, -1], fold(keys, step.astype(jnp.uint32)),
+                                     params)
+    active = ~done
+    tokens = jnp.where(active, tokens, pad_id)
+    logprobs = jnp.where(active, logprobs, 0.0)
+    out_tokens = jax.lax.dynamic_update_slice(out_tokens, tokens[:, None], (0, step))
+    out_logprobs = jax.lax.dynamic_update_slice(out_logprobs, logprobs[:, None], (0, step))
+    lengths = lengths + active.astype(jnp.int32)
+    done = done | (active & jnp.isin(tokens, stop))
+    return step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done, lengths
+
+  init = (
+      jnp.int32(0), cache, first_tokens.astype(jnp.int32), first_positions.astype(jnp.int32),
+      jnp.full((batch, steps), pad_id, dtype=jnp.int32),
+      jnp.zeros((batch, steps), dtype=jnp.float32),
+      jnp.zeros((batch,), dtype=bool),
+      jnp.zeros((batch,), dtype=jnp.int32),
+  )
+  _, cache, _, _, tokens, logprobs, done, lengths = jax.lax.while_loop(cond, body, init)
+  finish = jnp.where(done, FINISH_STOP, FINISH_LENGTH).astype(jnp.int32)
+  out = DecodeOutput(tokens=tokens, logprobs=logprobs, lengths=lengths, finish_reason=finish)
+  return out, cache

@@ -1,0 +1,238 @@
+"""Batched rollouts of a `Decoder`: prefill once per prompt, then J samples in one compiled loop.
+
+`generate` pads the prompts (length bucket, batch multiple), places them on the mesh, and runs
+one jitted program: prefill of all prompt tokens but the last, the prefilled cache repeated
+J times (prompts are prefilled once, not J times), then `decode_loop.decode`. The cache is
+created inside that program and lives only in the loop carry, so XLA updates it in place;
+parameters come in as arguments (the learner's current arrays, never copied or baked in).
+
+Row order of every output: prompt i's samples are rows i*J .. i*J + J - 1. Sample j of
+prompt i uses fold_in(key, row) for its randomness, so it does not depend on how many other
+prompts are in the batch or on the mesh.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.models.kv_cache import init_cache
+from harnessrl_jax.rollout import batching, decode_loop
+from harnessrl_jax.rollout.sampling import SamplingParams
+
+BATCH_AXES = ("data", "fsdp")  # mesh axes the rollout batch is split over (those present)
+
+_trace_count = [0]  # incremented each time the rollout program is traced (tests, logging)
+
+
+def num_traces() -> int:
+  """How many times the rollout program has been traced (compiled) in this process."""
+  return _trace_count[0]
+
+
+@struct.dataclass
+class RolloutBatch:
+  """Sampled responses, B = num_prompts * J rows (prompt i's samples at rows i*J..i*J+J-1).
+
+  Attributes:
+    prompt_tokens: [B, P] int32, left-padded.
+    prompt_mask: [B, P] bool.
+    response_tokens: [B, N] int32, pad id after each response's end.
+    response_mask: [B, N] bool, True on the response (including a final EOS/stop token).
+    logprobs: [B, N] float32, log softmax(logits / T) of each sampled token (the old-policy
+      log-probs for the learner), 0 where response_mask is False.
+    lengths: [B] int32, response lengths.
+    finish_reason: [B] int32, index into FINISH_REASONS.
+  """
+
+  FINISH_REASONS: ClassVar[tuple[str, ...]] = ("stop", "length")
+
+  prompt_tokens: jax.Array
+  prompt_mask: jax.Array
+  response_tokens: jax.Array
+  response_mask: jax.Array
+  logprobs: jax.Array
+  lengths: jax.Array
+  finish_reason: jax.Array
+
+  def full_sequences(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Prompt and response side by side: tokens, mask and positions, each [B, P + N].
+
+    Positions count real tokens only (left padding), as in the rollout, so a teacher-forced
+    forward pass on these reproduces the sampler's logits.
+    """
+    tokens = jnp.concatenate([self.prompt_tokens, self.response_tokens], axis=1)
+    mask = jnp.concatenate([self.prompt_mask, self.response_mask], axis=1)
+    return tokens, mask, _positions(mask)
+
+
+def _positions(mask: jax.Array) -> jax.Array:
+  return jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
+
+
+def _batch_axes(mesh: Mesh | None) -> tuple[str, ...]:
+  return tuple(a for a in BATCH_AXES if mesh is not None and a in mesh.axis_names)
+
+
+def _batch_divisor(mesh: Mesh | None) -> int:
+  return math.prod(mesh.shape[a] for a in _batch_axes(mesh)) if mesh is not None else 1
+
+
+def _constrain(x: jax.Array, mesh: Mesh | None, batch_dim: int) -> jax.Array:
+  """Splits dim `batch_dim` over the batch axes; other dims are left to the compiler."""
+  axes = _batch_axes(mesh)
+  if not axes:
+    return x
+  spec = [P.UNCONSTRAINED] * x.ndim
+  spec[batch_dim] = axes
+  return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+
+
+def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingParams,
+                     num_samples: int, pad_id: int, eos_token_ids: tuple[int, ...] | None,
+                     mesh: Mesh | None) -> RolloutBatch:
+  _trace_count[0] += 1
+  model = nnx.merge(graphdef, params)
+  cfg = model.cfg
+  eos = cfg.eos_token_ids if eos_token_ids is None else eos_token_ids
+  stop_ids = tuple(dict.fromkeys(eos + sampling.stop_token_ids))
+  rows, width = tokens.shape
+  positions = _positions(mask)
+  # The last prompt token is fed by the decode loop's first step, which yields the logits
+  # of the first response token; the prefill's own logits are unused and compiled away.
+  cache = init_cache(cfg, rows, width - 1 + sampling.max_new_tokens)
+  if width > 1:
+    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
+  rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
+  cache = cache.replace(k=_constrain(rep(cache.k, 1), mesh, 1),
+                        v=_constrain(rep(cache.v, 1), mesh, 1),
+                        mask=_constrain(rep(cache.mask, 0), mesh, 0))
+  keys = decode_loop.row_keys(key, rows * num_samples)
+  out, _ = decode_loop.decode(model, cache, rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
+                              keys, sampling, stop_ids, pad_id)
+  n = sampling.max_new_tokens
+  return RolloutBatch(
+      prompt_tokens=rep(tokens, 0), prompt_mask=rep(mask, 0),
+      response_tokens=out.tokens,
+      response_mask=jnp.arange(n)[None, :] < out.lengths[:, None],
+      logprobs=out.logprobs, lengths=out.lengths, finish_reason=out.finish_reason)
+
+
+_rollout_jit = jax.jit(_rollout_program,
+                       static_argnames=("graphdef", "sampling", "num_samples", "pad_id",
+                                        "eos_token_ids", "mesh"))
+
+
+def _as_key(key) -> jax.Array:
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return key
+  return jax.random.wrap_key_data(key)  # a raw uint32[2] key from jax.random.PRNGKey
+
+
+def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, key: jax.Array,
+                    *, num_samples: int = 1, pad_id: int = 0,
+                    eos_token_ids: Sequence[int] | None = None,
+                    mesh: Mesh | None = None) -> RolloutBatch:
+  """Rollouts for already left-padded prompts; every row of `tokens` is a prompt.
+
+  Args:
+    graphdef, params: `nnx.split(decoder)`; params may be sharded (they are used in place).
+    tokens: [B, P] int32 left-padded prompts; the last column must be a real token.
+    mask: [B, P] bool.
+    sampling: static settings; a new value compiles a new program.
+    key: PRNG key (new-style or raw uint32[2]).
+    num_samples: J samples per prompt.
+    pad_id: written after each response's end.
+    eos_token_ids: ids that end a response (with sampling.stop_token_ids); None: the model
+      config's. Pass the PromptBuilder's, which adds the chat format's end-of-turn tokens.
+    mesh: optional; the batch is split over its ('data', 'fsdp') axes, so B must divide.
+
+  Returns:
+    A RolloutBatch with B * J rows.
+  """
+  if num_samples < 1:
+    raise HarnessError(f"rollout: num_samples={num_samples}; need >= 1")
+  mask_np = np.asarray(mask)
+  if not mask_np[:, -1].all():
+    raise HarnessError("rollout: prompts must be left-padded (the last column of the prompt "
+                       "mask is False in some row)")
+  divisor = _batch_divisor(mesh)
+  if tokens.shape[0] % divisor:
+    raise HarnessError(f"rollout: {tokens.shape[0]} prompts do not split over the mesh batch "
+                       f"axes ({divisor} ways); pad the batch to a multiple of {divisor}")
+  if mesh is not None and _batch_axes(mesh):
+    sharding = NamedSharding(mesh, P(_batch_axes(mesh), None))
+    tokens = jax.device_put(jnp.asarray(tokens, jnp.int32), sharding)
+    mask = jax.device_put(jnp.asarray(mask_np), sharding)
+  return _rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
+                      _as_key(key), sampling=sampling, num_samples=int(num_samples),
+                      pad_id=int(pad_id), mesh=mesh,
+                      eos_token_ids=None if eos_token_ids is None else tuple(
+                          int(t) for t in eos_token_ids))
+
+
+def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+             key: jax.Array, *, num_samples: int = 1, pad_id: int = 0,
+             eos_token_ids: Sequence[int] | None = None,
+             prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
+             mesh: Mesh | None = None) -> RolloutBatch:
+  """Rollouts for token-id prompts: J samples each, rows grouped by prompt.
+
+  Prompts are left-padded to the smallest bucket that fits the longest one, and their number
+  rounded up to a multiple of `batch_multiple` (and of the mesh's batch split) with filler
+  rows whose outputs are dropped; keep both fixed across calls and the program compiles once.
+  """
+  multiple = math.lcm(max(1, int(batch_multiple)), _batch_divisor(mesh))
+  padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple)
+  out = generate_padded(graphdef, params, padded.tokens, padded.mask, sampling, key,
+                        num_samples=num_samples, pad_id=pad_id, eos_token_ids=eos_token_ids,
+                        mesh=mesh)
+  real = padded.num_prompts * num_samples
+  if real == padded.tokens.shape[0] * num_samples:
+    return out
+  return jax.tree.map(lambda x: x[:real], out)
+
+
+class Sampler:
+  """`generate` with the per-run settings bound: model structure, padding, buckets, mesh.
+
+  Hold one per run and call it with the learner's current params each step.
+  """
+
+  def __init__(self, graphdef, *, pad_id: int, eos_token_ids: Sequence[int] | None = None,
+               prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
+               num_samples: int = 1, mesh: Mesh | None = None):
+    self.graphdef = graphdef
+    self.pad_id = int(pad_id)
+    self.eos_token_ids = None if eos_token_ids is None else tuple(eos_token_ids)
+    self.prompt_buckets = tuple(int(b) for b in prompt_buckets)
+    self.batch_multiple = int(batch_multiple)
+    self.num_samples = int(num_samples)
+    self.mesh = mesh
+
+  @classmethod
+  def from_config(cls, graphdef, rollout_cfg, *, pad_id: int,
+                  eos_token_ids: Sequence[int] | None = None, batch_multiple: int = 1,
+                  mesh: Mesh | None = None) -> Sampler:
+    """Reads config.rollout.prompt_buckets and num_samples; ids from the PromptBuilder."""
+    return cls(graphdef, pad_id=pad_id, eos_token_ids=eos_token_ids,
+               prompt_buckets=tuple(rollout_cfg.prompt_buckets),
+               batch_multiple=batch_multiple, num_samples=int(rollout_cfg.num_samples),
+               mesh=mesh)
+
+  def __call__(self, params, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+               key: jax.Array, num_samples: int | None = None) -> RolloutBatch:
+    return generate(self.graphdef, params, prompts, sampling, key,
+                    num_samples=self.num_samples if num_samples is None else num_samples,
+                    pad_id=self.pad_id, eos_token_ids=self.eos_token_ids,
+                    prompt_buckets=self.prompt_buckets,
+                    batch_multiple=self.batch_multiple, mesh=self.mesh)

@@ -1,0 +1,132 @@
+"""Sampling settings and the per-step token choice: temperature, top-k, top-p, log-probs.
+
+Conventions (the learner relies on them):
+- Filters apply in the order temperature -> top-k -> top-p, as in `transformers`; top-p keeps
+  the smallest prefix of the tokens sorted by probability whose mass reaches `top_p` (token i
+  kept iff the mass strictly before it is < top_p). Tokens tied with the last kept logit are
+  kept too (the cut is a threshold on the logit value).
+- The returned log-prob of a sampled token is log softmax(logits / T) over the WHOLE
+  vocabulary, not the truncated distribution it was drawn from. That is what the learner
+  recomputes as log pi_theta at temperature T, so the importance ratio of an unchanged
+  policy is exactly 1.
+- Greedy (T == 0) takes the argmax and returns log softmax(logits) (T = 1) log-probs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from harnessrl_jax.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+  """How to pick tokens. Hashable: it is a static argument of the compiled rollout.
+
+  Attributes:
+    temperature: 0 for greedy; otherwise logits are divided by it.
+    top_p: nucleus mass in (0, 1]; 1 disables the cut.
+    top_k: keep the k most likely tokens; 0 disables the cut.
+    max_new_tokens: response length limit (the loop and output width).
+    stop_token_ids: token ids that end a response in addition to the model's EOS ids.
+  """
+
+  temperature: float = 1.0
+  top_p: float = 1.0
+  top_k: int = 0
+  max_new_tokens: int = 128
+  stop_token_ids: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+    problems = []
+    if not (math.isfinite(self.temperature) and self.temperature >= 0):
+      problems.append(f"temperature={self.temperature}: must be a finite number >= 0")
+    if not 0.0 < self.top_p <= 1.0:
+      problems.append(f"top_p={self.top_p}: must be in (0, 1]")
+    if int(self.top_k) != self.top_k or self.top_k < 0:
+      problems.append(f"top_k={self.top_k}: must be an integer >= 0 (0 disables it)")
+    if int(self.max_new_tokens) != self.max_new_tokens or self.max_new_tokens < 1:
+      problems.append(f"max_new_tokens={self.max_new_tokens}: must be an integer >= 1")
+    if any(t < 0 for t in self.stop_token_ids):
+      problems.append(f"stop_token_ids={self.stop_token_ids}: token ids must be >= 0")
+    if problems:
+      raise ConfigError("rollout sampling settings: " + "; ".join(problems))
+
+  @property
+  def greedy(self) -> bool:
+    return self.temperature == 0.0
+
+  @classmethod
+  def from_config(cls, rollout_cfg: Any, **overrides) -> "SamplingParams":
+    """Reads config.rollout (temperature, top_p, top_k, max_new_tokens[, stop_token_ids])."""
+    fields = dict(
+        temperature=float(rollout_cfg.temperature),
+        top_p=float(rollout_cfg.top_p),
+        top_k=int(rollout_cfg.top_k),
+        max_new_tokens=int(rollout_cfg.max_new_tokens),
+        stop_token_ids=tuple(rollout_cfg.get("stop_token_ids", ())),
+    )
+    fields.update(overrides)
+    return cls(**fields)
+
+
+def _nucleus_cutoff(sorted_desc: jax.Array, top_p: float) -> jax.Array:
+  """Smallest logit kept by top-p, given logits sorted descending on the last axis."""
+  probs = jax.nn.softmax(sorted_desc, axis=-1)
+  mass_before = jnp.cumsum(probs, axis=-1) - probs
+  # The first token always has mass_before == 0 < top_p, so at least one is kept.
+  num_kept = jnp.sum(mass_before < top_p, axis=-1, keepdims=True)
+  return jnp.take_along_axis(sorted_desc, num_kept - 1, axis=-1)
+
+
+def filter_logits(scaled: jax.Array, top_k: int, top_p: float) -> jax.Array:
+  """Sets logits outside the top-k / top-p set to -inf. `scaled` is [..., V], already / T.
+
+  top_k and top_p are static, so the sort happens only when a cut is on, and with top-k it
+  is over k values (lax.top_k) instead of the whole vocabulary.
+  """
+  vocab = scaled.shape[-1]
+  use_k = 0 < top_k < vocab
+  use_p = top_p < 1.0
+  if not (use_k or use_p):
+    return scaled
+  if use_k:
+    candidates = jax.lax.top_k(scaled, top_k)[0]
+  else:
+    candidates = -jnp.sort(-scaled, axis=-1)
+  if use_p:
+    cutoff = _nucleus_cutoff(candidates, top_p)
+  else:
+    cutoff = candidates[..., -1:]
+  return jnp.where(scaled < cutoff, -jnp.inf, scaled)
+
+
+def sample_tokens(logits: jax.Array, keys: jax.Array,
+                  params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+  """Picks one token per row.
+
+  Args:
+    logits: [B, V] float32 next-token logits.
+    keys: [B] PRNG keys, one per row (so a row's draw does not depend on the batch).
+    params: the sampling settings.
+
+  Returns:
+    tokens [B] int32 and their log-probs [B] float32 (see the module docstring).
+  """
+  logits = logits.astype(jnp.float32)
+  if params.greedy:
+    tokens = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    logprobs_all = jax.nn.log_softmax(logits, axis=-1)
+  else:
+    scaled = logits / params.temperature
+    logprobs_all = jax.nn.log_softmax(scaled, axis=-1)
+    filtered = filter_logits(scaled, params.top_k, params.top_p)
+    tokens = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
+  logprobs = jnp.take_along_axis(logprobs_all, tokens[:, None], axis=-1)[:, 0]
+  return tokens, logprobs
