@@ -1,0 +1,166 @@
+"""Evaluation protocols: in-domain held-out score and the five OOD benchmarks.
+
+Every protocol takes a `generate(conversations) -> responses` callable (one greedy response
+each, no guidance fields) and returns a JSON-ready dict
+  {"benchmark", "metric", "score" (0-100), "num_items", "items": {item id: 0-100}, ...}
+whose per-item scores let `stats.compare` pair two runs or checkpoints item by item.
+
+  - held-out: each task's UNCHANGED seed rubric (the task file's criteria, never the
+    harness's evolved ones) through the judge; item = 100 * rubric reward; per-domain means
+    and "score" = the mean over domains (each domain counts equally, as the paper's
+    in-domain average over five domains); rollouts without any scored positive criterion
+    are left out and counted in "invalid".
+  - MedQA / GPQA-Diamond: accuracy; the answer letter is read by `mcq.extract_choice`.
+  - RoleBench: ROUGE-L F (rouge.py) against the item's references, best over references.
+  - IFBench: the importer's programmatic checks (checks.py), no LLM; "score" is prompt-level
+    strict accuracy (all checked instructions of the prompt pass), "instruction_accuracy"
+    the share of checked instructions passing. Instructions without a faithful check
+    ("unverified") are left out and counted; prompts with none checked are left out.
+  - WritingBench: the importer turns each 1-10 checklist item into a binary criterion met at
+    >= 7/10; the judge scores them; item = 100 * share of its checklist items met (equal
+    weights, as WritingBench averages its items). This is a pass rate at the 7/10 bar, NOT
+    WritingBench's mean 1-10 score, and is not comparable with published numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from harnessrl_jax.data import checks
+from harnessrl_jax.data.importers import IMPORTERS
+from harnessrl_jax.data.loader import parse_task
+from harnessrl_jax.data.reward import rubric_reward
+from harnessrl_jax.data.schema import Task
+from harnessrl_jax.errors import DataError
+from harnessrl_jax.eval import mcq
+from harnessrl_jax.eval.common import Generate, require_file
+from harnessrl_jax.eval.rouge import rouge_l_multi
+
+
+def _result(benchmark: str, metric: str, items: dict[str, float], **extra) -> dict:
+  values = list(items.values())
+  return {"benchmark": benchmark, "metric": metric,
+          "score": float(np.mean(values)) if values else float("nan"),
+          "num_items": len(values), "items": items, **extra}
+
+
+def _judged_rewards(tasks: Sequence[Task], responses: Sequence[str], judge):
+  matrix = judge.score(tasks, [[r] for r in responses])
+  reward = rubric_reward(matrix.scores, matrix.scored, matrix.weights, matrix.criterion_mask)
+  return matrix, np.asarray(reward.reward)[:, 0], np.asarray(reward.valid)[:, 0]
+
+
+def heldout(tasks: Sequence[Task], generate: Generate, judge) -> dict:
+  """In-domain held-out score under the seed rubrics, per domain and macro-averaged."""
+  responses = generate([t.prompt for t in tasks])
+  _, reward, valid = _judged_rewards(tasks, responses, judge)
+  items = {t.id: 100.0 * float(r) for t, r, v in zip(tasks, reward, valid) if v}
+  by_domain = {}
+  for d in sorted({t.domain for t in tasks}):
+    vals = [items[t.id] for t in tasks if t.domain == d and t.id in items]
+    by_domain[d] = float(np.mean(vals)) if vals else float("nan")
+  out = _result("heldout", "seed-rubric reward x100", items, by_domain=by_domain,
+                invalid=int((~valid).sum()))
+  finite = [v for v in by_domain.values() if np.isfinite(v)]
+  out["score"] = float(np.mean(finite)) if finite else float("nan")
+  return out
+
+
+def multiple_choice(benchmark: str, items: Sequence[mcq.ChoiceItem], generate: Generate) -> dict:
+  responses = generate([item.prompt() for item in items])
+  picks = [mcq.extract_choice(r, item.options) for r, item in zip(responses, items)]
+  scores = {item.id: 100.0 * (pick == item.answer) for item, pick in zip(items, picks)}
+  return _result(benchmark, "accuracy", scores, unparsed=sum(p is None for p in picks))
+
+
+def medqa(path: str, generate: Generate) -> dict:
+  return multiple_choice("MedQA", mcq.load_medqa(path), generate)
+
+
+def gpqa(path: str, generate: Generate, *, seed: int = 0) -> dict:
+  return multiple_choice("GPQA-Diamond", mcq.load_gpqa(path, seed=seed), generate)
+
+
+def import_tasks(benchmark: str, path: str, fmt: str) -> tuple[Task, ...]:
+  """Upstream JSONL -> tasks through the named importer; bad lines are FILE:LINE problems."""
+  require_file(benchmark, path)
+  convert, tasks, problems = IMPORTERS[fmt], [], []
+  with open(path, encoding="utf-8") as f:
+    for n, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      where = f"{path}:{n}"
+      try:
+        tasks.append(parse_task(convert(json.loads(line)), where=where))
+      except json.JSONDecodeError as e:
+        problems.append(f"{where}: not JSON ({e.msg})")
+      except DataError as e:
+        problems.extend(p if p.startswith(path) else f"{where}: {p}" for p in e.problems)
+  if problems:
+    raise DataError(problems)
+  return tuple(tasks)
+
+
+def rolebench(path: str, generate: Generate) -> dict:
+  tasks = import_tasks("RoleBench", path, "rolebench")
+  responses = generate([t.prompt for t in tasks])
+  items = {}
+  for i, (task, response) in enumerate(zip(tasks, responses)):
+    # RoleBench repeats questions across files; the line number keeps ids unique.
+    items[f"{task.id}#{i}"] = 100.0 * rouge_l_multi(response,
+                                                    task.meta["rolebench_references"])
+  return _result("RoleBench", "ROUGE-L F x100", items)
+
+
+def ifbench(path: str, generate: Generate) -> dict:
+  tasks = import_tasks("IFBench", path, "ifbench")
+  responses = generate([t.prompt for t in tasks])
+  items, passed, checked, unverified = {}, 0, 0, 0
+  for task, response in zip(tasks, responses):
+    verdicts = [checks.run_check(c.check, response, prompt=task.user_text)
+                for c in task.criteria if c.check is not None]
+    unverified += sum(c.check is None for c in task.criteria)
+    if verdicts:
+      items[task.id] = 100.0 * all(verdicts)
+      passed, checked = passed + sum(verdicts), checked + len(verdicts)
+  return _result("IFBench", "prompt-level strict accuracy", items,
+                 instruction_accuracy=100.0 * passed / checked if checked else float("nan"),
+                 unverified_instructions=unverified, prompts_without_checks=len(tasks) - len(items))
+
+
+def writingbench(path: str, generate: Generate, judge) -> dict:
+  tasks = import_tasks("WritingBench", path, "writingbench")
+  responses = generate([t.prompt for t in tasks])
+  matrix = judge.score(tasks, [[r] for r in responses])
+  items = {}
+  for t, task in enumerate(tasks):
+    k = len(task.criteria)
+    scored = matrix.scored[t, :k, 0]
+    if scored.any():
+      items[task.id] = 100.0 * float(matrix.scores[t, :k, 0][scored].mean())
+  return _result("WritingBench", "checklist items at >= 7/10, % (judge)", items,
+                 unscored_items=len(tasks) - len(items))
+
+
+def run_ood(paths: dict[str, str], generate: Generate, judge=None, *, seed: int = 0) -> dict:
+  """Runs each benchmark whose path is given (keys: the flag names in common.FLAGS)."""
+  out = {}
+  if paths.get("medqa"):
+    out["MedQA"] = medqa(paths["medqa"], generate)
+  if paths.get("gpqa"):
+    out["GPQA-Diamond"] = gpqa(paths["gpqa"], generate, seed=seed)
+  if paths.get("rolebench"):
+    out["RoleBench"] = rolebench(paths["rolebench"], generate)
+  if paths.get("ifbench"):
+    out["IFBench"] = ifbench(paths["ifbench"], generate)
+  if paths.get("writingbench"):
+    if judge is None:
+      raise DataError(["WritingBench: needs a judge with an LLM backend (config.judge)"])
+    out["WritingBench"] = writingbench(paths["writingbench"], generate, judge)
+  if out:
+    scores = [r["score"] for r in out.values() if np.isfinite(r["score"])]
+    out["ood_mean"] = float(np.mean(scores)) if scores else float("nan")
+  return out
