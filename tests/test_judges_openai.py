@@ -230,5 +230,5 @@ def test_judge_fails_the_step_when_the_server_is_down():
   cfg.openai.model = "m"
   cfg.transport_retries = 1
   cfg.backoff_s = 0.01
-  with pytest.raises(JudgeError, match=r"6 of 6 cells \(100%\).*transport: 6.*refused"):
+  with pytest.raises(JudgeError, match=r"6 of 6 judged cells \(100%\).*transport: 6.*refused"):
     make_judge(cfg).score(_tasks()[:1], [("a", "b", "c")])

@@ -7,6 +7,11 @@ get bounded retries with exponential back-off inside the client. A request that 
 raises ServerError from `complete` (what the attributor and the proposer call), or stands in
 its place in the list from `complete_or_errors` (what the judge calls: it leaves the cell
 unscored and counts it).
+
+`VerdictClient.verdicts(prompts)` is the narrower interface of a backend that decides a
+verdict without generating text (the local backend's logit mode, judges/logit_client.py):
+one `Verdict` (the boolean and p(true)) per judge request. The judge prefers it when its
+client provides it.
 """
 
 from __future__ import annotations
@@ -102,6 +107,40 @@ class TextClient(abc.ABC):
   def _complete(self, chats: list[tuple[Message, ...]],
                 max_tokens: int) -> list[str | ServerError]:
     """Answers, or the ServerError that ended a request after its retries."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """A verdict read off the model's next-token distribution.
+
+  Attributes:
+    met: the verdict (criteria_met).
+    p_true: p(true) / (p(true) + p(false)) over the verdict tokens.
+  """
+
+  met: bool
+  p_true: float
+
+  @property
+  def raw(self) -> str:
+    """The judge's raw text for the cell (what ScoreMatrix.raw and the cache hold)."""
+    return f"logit verdict: p_true={self.p_true:.4f}"
+
+
+class VerdictClient(abc.ABC):
+  """Judge requests in, verdicts out, without generated text. `identity` names backend,
+  model and verdict rule for cache keys."""
+
+  identity: str
+
+  def verdicts(self, prompts: Sequence[Chat]) -> list[Verdict | ServerError]:
+    """One verdict per judge request, in order; a request that cannot be judged (e.g. too
+    long) yields its ServerError in place of the verdict."""
+    return self._verdicts([as_messages(p) for p in prompts])
+
+  @abc.abstractmethod
+  def _verdicts(self, chats: list[tuple[Message, ...]]) -> list[Verdict | ServerError]:
+    """Verdicts, or the ServerError that stands for a request that could not be judged."""
 
 
 def concurrent_map(fn: Callable[[Any], T], items: Sequence[Any],

@@ -3,7 +3,12 @@
 Backends (judge.backend):
   program   - the verifiable checks of data/checks.py only; criteria without a check stay
               unscored (masked).
-  local     - a JAX model in this process, greedy, through the rollout engine (CPU default).
+  local     - a JAX model in this process (CPU default). judge.local.verdict picks how:
+              "logits"   - one forward pass per cell: the assistant turn is forced to
+                           '{"criteria_met":' and the verdict is the likelier of the
+                           "true"/"false" next tokens (judges/logit_client.py); always a
+                           verdict, raw text "logit verdict: p_true=...";
+              "generate" - greedy JSON verdicts through the rollout engine, parsed.
   jetstream - a JetStream server started with `python -m harnessrl_jax.serve`.
   openai    - any OpenAI-compatible chat-completions server (vLLM, SGLang, tpu-inference).
   hybrid    - program checks where a criterion has one, `judge.llm_backend` otherwise.
@@ -14,6 +19,7 @@ from __future__ import annotations
 import ml_collections
 
 BACKENDS = ("program", "local", "jetstream", "openai", "hybrid")
+LOCAL_VERDICT_MODES = ("logits", "generate")
 LLM_BACKENDS = ("local", "jetstream", "openai")
 
 
@@ -22,7 +28,7 @@ def judge_defaults() -> ml_collections.ConfigDict:
   j = ml_collections.ConfigDict()
   j.backend = "local"
   j.llm_backend = "local"              # the LLM half of "hybrid"
-  j.max_new_tokens = 128               # length of one verdict (explanation + JSON)
+  j.max_new_tokens = 128               # length of one generated verdict (explanation + JSON)
   j.parse_retries = 1                  # re-asks per unparseable cell before it is left unscored
   j.transport_retries = 3              # per request: time-outs, refused connections, 5xx, garbage
   j.backoff_s = 0.5                    # first back-off; doubles per retry
@@ -43,7 +49,8 @@ def judge_defaults() -> ml_collections.ConfigDict:
   j.model.param_dtype = "float32"
   j.model.remat = False
   j.local = ml_collections.ConfigDict()
-  j.local.batch_size = 16              # prompts per greedy rollout call
+  j.local.verdict = "logits"           # "logits" (one forward per cell) or "generate"
+  j.local.batch_size = 16              # prompts per forward / greedy rollout call
   j.local.prompt_buckets = (128, 256, 512, 1024, 2048)
 
   j.openai = ml_collections.ConfigDict()

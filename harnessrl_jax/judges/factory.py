@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.judges.client import RetryPolicy, TextClient
-from harnessrl_jax.judges.config import BACKENDS, LLM_BACKENDS
+from harnessrl_jax.judges.config import BACKENDS, LLM_BACKENDS, LOCAL_VERDICT_MODES
 from harnessrl_jax.judges.judge import Judge, JudgeSettings
 
 
@@ -19,6 +19,9 @@ def retry_policy(judge_cfg) -> RetryPolicy:
 def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextClient:
   """A TextClient for an LLM backend ("local", "jetstream" or "openai").
 
+  "local" with judge.local.verdict="logits" (the default) gives a LogitVerdictClient: still
+  a TextClient, and a VerdictClient the judge asks for verdicts instead of text.
+
   Args:
     judge_cfg: the `judge` config section.
     backend: defaults to judge.backend (judge.llm_backend when that is "hybrid").
@@ -31,6 +34,9 @@ def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextCl
     raise ConfigError(f"judge backend {backend!r} is not an LLM backend; expected one of "
                       f"{LLM_BACKENDS}")
   policy = retry_policy(judge_cfg)
+  mode = judge_cfg.local.verdict
+  if backend == "local" and mode not in LOCAL_VERDICT_MODES:
+    raise ConfigError(f"judge.local.verdict={mode!r}; expected one of {LOCAL_VERDICT_MODES}")
   if backend == "openai":
     # pylint: disable-next=g-import-not-at-top
     from harnessrl_jax.judges.openai_client import OpenAIClient
@@ -42,10 +48,14 @@ def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextCl
     from harnessrl_jax.models.loading import load_model  # pylint: disable=g-import-not-at-top
     loaded = load_model(judge_cfg.model)
   if backend == "local":
-    from harnessrl_jax.judges.local_client import LocalClient  # pylint: disable=g-import-not-at-top
-    return LocalClient(loaded.model, loaded.prompt_builder, name=judge_cfg.model.source,
-                       batch_size=judge_cfg.local.batch_size,
-                       prompt_buckets=tuple(judge_cfg.local.prompt_buckets))
+    # pylint: disable=g-import-not-at-top
+    from harnessrl_jax.judges.local_client import LocalClient
+    from harnessrl_jax.judges.logit_client import LogitVerdictClient
+    # pylint: enable=g-import-not-at-top
+    kind = {"logits": LogitVerdictClient, "generate": LocalClient}[mode]
+    return kind(loaded.model, loaded.prompt_builder, name=judge_cfg.model.source,
+                batch_size=judge_cfg.local.batch_size,
+                prompt_buckets=tuple(judge_cfg.local.prompt_buckets))
   # pylint: disable-next=g-import-not-at-top
   from harnessrl_jax.judges.jetstream_client import JetStreamClient
   js = judge_cfg.jetstream

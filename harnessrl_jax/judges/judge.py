@@ -8,7 +8,10 @@ A cell is one (task, criterion, rollout). Per call:
      remaining requests of the step go to the client in one batch (sent concurrently);
   3. answers that cannot be parsed are re-asked up to `parse_retries` times with a
      reminder appended, then left unscored; requests that failed after the client's
-     transport retries are left unscored. A verdict is never defaulted.
+     transport retries are left unscored. A verdict is never defaulted. A client that is a
+     `VerdictClient` (the local backend's logit mode) is asked for verdicts instead of
+     text: one forward pass per request, no parsing, so no retries; its raw text is
+     "logit verdict: p_true=...".
   4. If the share of judged cells left without a verdict (failed requests, unparseable
      answers) passes `max_unscored_share`, JudgeError is raised
      with the counts and the first errors: the caller's step fails before any update, so
@@ -27,7 +30,7 @@ from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.judges import prompt as prompt_lib
 from harnessrl_jax.judges.cache import VerdictCache, cache_key
-from harnessrl_jax.judges.client import ServerError, TextClient
+from harnessrl_jax.judges.client import ServerError, TextClient, VerdictClient
 from harnessrl_jax.judges.parsing import parse_verdict
 from harnessrl_jax.judges.score_matrix import (UNSCORED_NO_CHECK, UNSCORED_TRANSPORT,
                                                UNSCORED_UNPARSEABLE, JudgeStats, ScoreMatrix)
@@ -55,18 +58,21 @@ class JudgeSettings:
 class Judge:
   """Scores responses against rubric criteria with checks, an LLM client, or both."""
 
-  def __init__(self, client: TextClient | None, *, use_checks: bool,
+  def __init__(self, client: TextClient | VerdictClient | None, *, use_checks: bool,
                settings: JudgeSettings = JudgeSettings(), cache_size: int = 200_000):
     if client is None and not use_checks:
       raise ConfigError("a judge needs an LLM client, programmatic checks, or both")
     self.client = client
+    self.verdict_client = client if isinstance(client, VerdictClient) else None
     self.use_checks = use_checks
     self.settings = settings
     self.cache = VerdictCache(cache_size)
     parts = (["program"] if use_checks else []) + ([client.identity] if client else [])
     # Cache keys hash this identity with the full rendered prompt, so a change of model,
-    # server, answer length or prompt template is a miss.
-    self.identity = "+".join(parts) + f":max_tokens={settings.max_new_tokens}"
+    # server, verdict mode, answer length or prompt template is a miss.
+    mode = ("verdicts" if self.verdict_client is not None
+            else f"max_tokens={settings.max_new_tokens}")
+    self.identity = "+".join(parts) + f":{mode}"
 
   def score(self, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
             criteria: Sequence[Sequence[Criterion]] | None = None) -> ScoreMatrix:
@@ -100,7 +106,7 @@ class Judge:
     raw = [[[""] * num_j for _ in range(num_k)] for _ in range(num_t)]
     unscored = {UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_UNPARSEABLE: 0}
     errors: list[str] = []
-    program_cells = cache_hits = requests = 0
+    program_cells = cache_hits = 0
     # key -> (judge request, cells waiting for it)
     pending: dict[str, tuple[tuple[Message, ...], list[tuple[int, int, int]]]] = {}
 
@@ -128,36 +134,26 @@ class Judge:
             continue
           pending.setdefault(key, (messages, []))[1].append((t, k, j))
 
-    # Ask the LLM: round 0 sends every request; later rounds re-ask unparseable answers.
-    asks = {key: messages for key, (messages, _) in pending.items()}
-    for _ in range(self.settings.parse_retries + 1):
-      if not asks:
-        break
-      keys = list(asks)
-      answers = self.client.complete_or_errors([asks[k] for k in keys],
-                                               max_tokens=self.settings.max_new_tokens)
-      requests += len(keys)
-      retry = {}
-      for key, answer in zip(keys, answers):
-        cells = pending[key][1]
-        if isinstance(answer, ServerError):
-          for t, k, j in cells:
-            raw[t][k][j] = f"unscored: {answer}"
-          unscored[UNSCORED_TRANSPORT] += len(cells)
-          errors.append(str(answer))
-          continue
-        verdict = parse_verdict(answer)
-        for t, k, j in cells:
-          raw[t][k][j] = answer
-        if verdict is None:
-          retry[key] = prompt_lib.retry_messages(pending[key][0], answer)
-          continue
-        self.cache.put(key, verdict, answer)
-        for t, k, j in cells:
+    if self.verdict_client is not None:
+      outcomes, requests = self._ask_verdicts(pending)
+    else:
+      outcomes, requests = self._ask_text(pending)
+    for key, (_, cells) in pending.items():
+      outcome = outcomes[key]
+      if isinstance(outcome, ServerError):
+        verdict, text = None, f"unscored: {outcome}"
+        unscored[UNSCORED_TRANSPORT] += len(cells)
+        errors.append(str(outcome))
+      else:
+        verdict, text = outcome
+        if verdict is None:  # still unparseable after the retries
+          unscored[UNSCORED_UNPARSEABLE] += len(cells)
+        else:
+          self.cache.put(key, verdict, text)
+      for t, k, j in cells:
+        raw[t][k][j] = text
+        if verdict is not None:
           scores[t, k, j], scored[t, k, j] = float(verdict), True
-      asks = retry
-    for key in asks:  # still unparseable after the retries
-      unscored[UNSCORED_UNPARSEABLE] += len(pending[key][1])
 
     stats = JudgeStats(cells=int(mask.sum()) * num_j, program_cells=program_cells,
                        cache_hits=cache_hits, requests=requests,
@@ -182,3 +178,39 @@ class Judge:
           "is not applied and the last checkpoint stays as it was. Check that the judge "
           "server is up and answers in the JSON format, or raise judge.max_unscored_share.")
     return matrix
+
+  def _ask_text(self, pending) -> tuple[dict[str, ServerError | tuple[bool | None, str]], int]:
+    """Text answers for every pending request: key -> ServerError or (verdict or None if
+    unparseable, answer). Round 0 sends every request; later rounds re-ask unparseable
+    answers. Also returns the number of requests sent."""
+    outcomes: dict[str, ServerError | tuple[bool | None, str]] = {}
+    asks = {key: messages for key, (messages, _) in pending.items()}
+    requests = 0
+    for _ in range(self.settings.parse_retries + 1):
+      if not asks:
+        break
+      keys = list(asks)
+      answers = self.client.complete_or_errors([asks[k] for k in keys],
+                                               max_tokens=self.settings.max_new_tokens)
+      requests += len(keys)
+      retry = {}
+      for key, answer in zip(keys, answers):
+        if isinstance(answer, ServerError):
+          outcomes[key] = answer
+          continue
+        verdict = parse_verdict(answer)
+        outcomes[key] = (verdict, answer)
+        if verdict is None:
+          retry[key] = prompt_lib.retry_messages(pending[key][0], answer)
+      asks = retry
+    return outcomes, requests
+
+  def _ask_verdicts(self, pending) -> tuple[dict[str, ServerError | tuple[bool, str]], int]:
+    """Verdicts of the VerdictClient for every pending request, as in `_ask_text`."""
+    if not pending:
+      return {}, 0
+    keys = list(pending)
+    results = self.verdict_client.verdicts([pending[k][0] for k in keys])
+    outcomes = {key: r if isinstance(r, ServerError) else (r.met, r.raw)
+                for key, r in zip(keys, results)}
+    return outcomes, len(keys)
