@@ -1,0 +1,264 @@
+"""The jitted GRPO update: `train_step(state, batch) -> (state, metrics)`.
+
+One call is one optimiser update on one `RLBatch`: the batch is cut into micro-batches whose
+gradients are summed by a `lax.scan` (token weights are computed over the whole batch first,
+so the sum equals the full-batch gradient), the global gradient norm is clipped, AdamW
+applies. A non-finite loss or gradient keeps params and optimiser state unchanged and counts
+the step in `skipped_steps`. Per-layer rematerialisation is the model's (ModelConfig.remat);
+the logits chunks are always rematerialised (rl/logprobs.py).
+
+The policy enters as `forward(params, tokens, positions, attention_mask) -> (hidden [B,L,D],
+unembed [D,V])`; `decoder_forward(graphdef)` makes one for a `models.decoder.Decoder`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models import sharding as model_sharding
+from harnessrl_jax.rl import advantages as adv_lib
+from harnessrl_jax.rl import losses
+from harnessrl_jax.rl.batch import RLBatch
+from harnessrl_jax.rl.logprobs import token_logprobs
+from harnessrl_jax.rl.train_state import TrainState, lr_schedule, make_optimizer
+
+ForwardFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+def decoder_forward(graphdef: nnx.GraphDef) -> ForwardFn:
+  """The ForwardFn of a Decoder split as `graphdef, params = nnx.split(model)`."""
+
+  def forward(params, tokens, positions, attention_mask):
+    model = nnx.merge(graphdef, params)
+    return model.hidden_states(tokens, positions, attention_mask), model.unembed_matrix()
+
+  return forward
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+  """What `make_train_step` needs from config.rl (see rl/config.py)."""
+
+  loss: losses.LossConfig = losses.LossConfig()
+  micro_batch_size: int = 0
+  logprob_chunk: int = 64
+  temperature: float = 1.0
+
+  @classmethod
+  def from_config(cls, rl: ml_collections.ConfigDict) -> "StepConfig":
+    if float(rl.temperature) <= 0:
+      raise ConfigError(f"config.rl.temperature = {rl.temperature}: must be > 0")
+    if int(rl.logprob_chunk) < 1:
+      raise ConfigError(f"config.rl.logprob_chunk = {rl.logprob_chunk}: must be >= 1")
+    return cls(loss=losses.LossConfig.from_config(rl), micro_batch_size=int(rl.micro_batch_size),
+               logprob_chunk=int(rl.logprob_chunk), temperature=float(rl.temperature))
+
+
+def response_logprobs(forward: ForwardFn, params: Any, batch: RLBatch, *, chunk: int,
+                      temperature: float) -> tuple[jax.Array, jax.Array]:
+  """(log-prob, entropy), each [B, N], of the batch's response tokens under `params`."""
+  p, n = batch.prompt_len, batch.loss_mask.shape[1]
+  if p < 1:
+    raise ConfigError("rl batch: the prompt part is empty; a response token needs a "
+                      "preceding position to be predicted from")
+  hidden, unembed = forward(params, batch.tokens, batch.positions, batch.attention_mask)
+  return token_logprobs(hidden[:, p - 1:p - 1 + n], unembed, batch.tokens[:, p:],
+                        chunk=chunk, temperature=temperature)
+
+
+def _batch_spec(mesh: Mesh | None, leading: int = 0):
+  """Constrains dim `leading` of an array to the batch mesh axes (identity without a mesh)."""
+  if mesh is None:
+    return lambda x: x
+  axes = model_sharding.batch_sharding(mesh, 1).spec[0]
+
+  def constrain(x):
+    spec = [None] * x.ndim
+    spec[leading] = axes
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(*spec)))
+
+  return constrain
+
+
+def _split_micro(batch: Any, mb: int, mesh: Mesh | None) -> Any:
+  """[B, ...] -> [M, mb, ...] with row j*M + m in micro-batch m.
+
+  This interleaving keeps each device's contiguous block of rows inside every micro-batch,
+  so splitting needs no communication when rows are sharded over devices.
+  """
+  m = jax.tree.leaves(batch)[0].shape[0] // mb
+  constrain = _batch_spec(mesh, leading=1)
+  return jax.tree.map(lambda x: constrain(x.reshape(mb, m, *x.shape[1:]).swapaxes(0, 1)), batch)
+
+
+def _check_shapes(batch: RLBatch, cfg: StepConfig, mesh: Mesh | None) -> int:
+  b = batch.num_rows
+  mb = cfg.micro_batch_size or b
+  if b % mb:
+    raise ConfigError(f"config.rl.micro_batch_size = {mb} does not divide the batch of {b} rows")
+  if mesh is not None:
+    shards = mesh.shape.get("data", 1) * mesh.shape.get("fsdp", 1)
+    if mb % shards:
+      raise ConfigError(f"config.rl.micro_batch_size = {mb} is not a multiple of the "
+                        f"data x fsdp mesh size {shards}: every device needs rows")
+  return mb
+
+
+def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: StepConfig, *,
+                    schedule: optax.Schedule | None = None, mesh: Mesh | None = None,
+                    state_sharding: Any = None, donate: bool = True):
+  """Builds the jitted `train_step(state, batch) -> (state, metrics)`.
+
+  Args:
+    forward: the policy (see module docstring).
+    tx: the optimiser (`train_state.make_optimizer`).
+    cfg: loss and execution settings.
+    schedule: the learning-rate schedule, only to report `learning_rate`.
+    mesh: device mesh; with it, micro-batches are constrained to the batch axes.
+    state_sharding: shardings of the TrainState (`mesh.state_shardings`), kept on output.
+    donate: donate the input state's buffers (params are updated in place).
+  """
+  loss_cfg = cfg.loss
+
+  def micro_loss(params, ref_params, mb: RLBatch, weights):
+    logp, entropy = response_logprobs(forward, params, mb, chunk=cfg.logprob_chunk,
+                                      temperature=cfg.temperature)
+    # No old log-probs: one on-policy update, ratio exactly 1 (gradient of the ratio only).
+    old = jax.lax.stop_gradient(logp) if mb.old_logprobs is None else mb.old_logprobs
+    ref = mb.ref_logprobs
+    if ref is None and loss_cfg.beta > 0:
+      if ref_params is None:
+        raise ConfigError("config.rl.beta > 0 but neither the batch's ref_logprobs nor the "
+                          "train state's ref_params are set")
+      ref = jax.lax.stop_gradient(response_logprobs(
+          forward, ref_params, mb, chunk=cfg.logprob_chunk, temperature=cfg.temperature)[0])
+    loss, sums = losses.grpo_loss(logp, old, ref, mb.advantages, mb.task_weight, mb.loss_mask,
+                                  loss_cfg, weights=weights)
+    sums["entropy"] = jnp.sum(entropy * mb.loss_mask)
+    return loss, sums
+
+  grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+
+  def step(state: TrainState, batch: RLBatch):
+    mb = _check_shapes(batch, cfg, mesh)
+    m = batch.num_rows // mb
+    weights = losses.aggregation_weights(batch.loss_mask, loss_cfg.loss_aggregation,
+                                         loss_cfg.max_response_len)
+    micro = _split_micro(batch, mb, mesh)
+    micro_w = _split_micro(weights, mb, mesh)
+    # Accumulate in float32 whatever the parameter dtype: bf16 sums of micro-batch
+    # gradients would drop the small ones.
+    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
+    if state_sharding is not None:
+      zeros = jax.lax.with_sharding_constraint(zeros, state_sharding.params)
+
+    def accumulate(carry, xs):
+      g_acc, loss_acc, sums_acc = carry
+      mbatch, w = xs
+      (loss, sums), g = grad_fn(state.params, state.ref_params, mbatch, w)
+      sums_acc = jax.tree.map(jnp.add, sums_acc, sums)
+      g_acc = jax.tree.map(lambda a, x: a + x.astype(jnp.float32), g_acc, g)
+      return (g_acc, loss_acc + loss, sums_acc), None
+
+    sums0 = {k: jnp.zeros((), jnp.float32) for k in
+             ("pg_loss", "kl_loss", "kl", "ratio", "clipped_low", "clipped_high", "tokens",
+              "entropy")}
+    (grads, loss, sums), _ = jax.lax.scan(
+        accumulate, (zeros, jnp.zeros((), jnp.float32), sums0), (micro, micro_w), length=m)
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+
+    def apply(_):
+      updates, opt_state = tx.update(grads, state.opt_state, state.params)
+      return optax.apply_updates(state.params, updates), opt_state
+
+    def keep(_):
+      return state.params, state.opt_state
+
+    params, opt_state = jax.lax.cond(finite, apply, keep, None)
+    skipped = state.skipped_steps + (~finite).astype(jnp.int32)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                              skipped_steps=skipped)
+    tokens = jnp.maximum(sums["tokens"], 1.0)
+    metrics = {
+        "loss": loss,
+        "pg_loss": sums["pg_loss"],
+        "kl_loss": sums["kl_loss"],
+        "kl": sums["kl"] / tokens,
+        "entropy": sums["entropy"] / tokens,
+        "ratio": sums["ratio"] / tokens,
+        "clip_frac_low": sums["clipped_low"] / tokens,
+        "clip_frac_high": sums["clipped_high"] / tokens,
+        "clip_frac": (sums["clipped_low"] + sums["clipped_high"]) / tokens,
+        "grad_norm": grad_norm,
+        "zero_adv_group_frac": adv_lib.zero_signal_fraction(
+            batch.advantages, batch.group_id, batch.num_rows),
+        "tokens": sums["tokens"],
+        "skipped": (~finite).astype(jnp.float32),
+        "skipped_steps": skipped,
+    }
+    if schedule is not None:
+      metrics["learning_rate"] = schedule(state.step - state.skipped_steps)
+    return new_state, metrics
+
+  kwargs = {}
+  if state_sharding is not None:
+    kwargs["out_shardings"] = (state_sharding, NamedSharding(mesh, PartitionSpec()))
+  return jax.jit(step, donate_argnums=(0,) if donate else (), **kwargs)
+
+
+def make_logprob_fn(forward: ForwardFn, cfg: StepConfig, *, mesh: Mesh | None = None):
+  """Jitted `logprobs(params, batch) -> [B, N]` in micro-batches (old / ref log-probs)."""
+
+  def fn(params, batch: RLBatch):
+    mb = _check_shapes(batch, cfg, mesh)
+    micro = _split_micro(batch, mb, mesh)
+    out = jax.lax.map(lambda x: response_logprobs(forward, params, x, chunk=cfg.logprob_chunk,
+                                                  temperature=cfg.temperature)[0], micro)
+    return out.swapaxes(0, 1).reshape(batch.loss_mask.shape)  # undo the interleaving
+
+  return jax.jit(fn)
+
+
+def update_on_batch(train_step, logprob_fn, state: TrainState, batch: RLBatch,
+                    num_epochs: int = 1) -> tuple[TrainState, list[dict[str, float]]]:
+  """Host loop: `num_epochs` updates on one batch, with tokens/s per update.
+
+  One epoch uses the batch's old log-probs (the rollout's). Several epochs first recompute
+  them with the current params, so the ratio measures drift from the policy that started
+  this batch.
+  """
+  if num_epochs < 1:
+    raise ConfigError(f"config.rl.num_epochs = {num_epochs}: must be >= 1")
+  if num_epochs > 1 or batch.old_logprobs is None:
+    batch = batch.replace(old_logprobs=logprob_fn(state.params, batch))
+  history = []
+  for _ in range(num_epochs):
+    start = time.perf_counter()
+    state, metrics = train_step(state, batch)
+    metrics = jax.device_get(metrics)
+    seconds = time.perf_counter() - start
+    row = {k: float(v) for k, v in metrics.items()}
+    row["seconds"] = seconds
+    # Real (unpadded) prompt + response tokens the forward and backward passes processed.
+    row["tokens_per_s"] = float(jnp.sum(batch.attention_mask)) / seconds
+    history.append(row)
+  return state, history
+
+
+def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, **kwargs):
+  """`make_train_step` from config.rl: optimiser, schedule and step settings in one place."""
+  tx = make_optimizer(rl)
+  step = make_train_step(forward, tx, StepConfig.from_config(rl), schedule=lr_schedule(rl),
+                         **kwargs)
+  return tx, step

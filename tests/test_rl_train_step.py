@@ -1,0 +1,140 @@
+"""The jitted GRPO step: mesh vs one device, micro-batching, skips, no-signal groups."""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from flax import nnx
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.decoder import Decoder
+from harnessrl_jax.rl import mesh as rl_mesh
+from harnessrl_jax.rl import train_step as ts
+from harnessrl_jax.rl.batch import RLBatch
+from harnessrl_jax.rl.config import rl_defaults
+from harnessrl_jax.rl.train_state import make_optimizer
+
+B, P, N, V = 16, 5, 6, 48
+
+
+@pytest.fixture(scope="module")
+def model():
+  graphdef, params = nnx.split(Decoder(ModelConfig.tiny(vocab_size=V, num_layers=1),
+                                       rngs=nnx.Rngs(0)))
+  # A second, different model as the frozen reference so the KL term is not trivially 0.
+  _, ref = nnx.split(Decoder(ModelConfig.tiny(vocab_size=V, num_layers=1), rngs=nnx.Rngs(1)))
+  return graphdef, params, ref
+
+
+def _rl(**kw):
+  rl = rl_defaults()
+  rl.learning_rate = 1e-3
+  rl.warmup_steps = 0
+  rl.beta = 0.1
+  rl.micro_batch_size = 8
+  rl.logprob_chunk = 4
+  rl.loss_aggregation = "token_mean"
+  rl.update(kw)
+  return rl
+
+
+def _batch(seed=0, flat_groups=()):
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(0, V, (B, P + N)).astype(np.int32)
+  pm = np.ones((B, P), bool)
+  pm[:4, :2] = False
+  rm = np.ones((B, N), bool)
+  rm[3:, 4:] = False
+  mask = np.concatenate([pm, rm], 1)
+  gid = np.repeat(np.arange(4), 4).astype(np.int32)
+  adv = rng.normal(size=B).astype(np.float32)
+  adv[np.isin(gid, flat_groups)] = 0.0
+  return RLBatch(tokens=tokens, positions=np.maximum(np.cumsum(mask, 1) - 1, 0).astype(np.int32),
+                 attention_mask=mask, loss_mask=rm.astype(np.float32),
+                 old_logprobs=rng.normal(-3.9, 0.3, (B, N)).astype(np.float32),
+                 ref_logprobs=None, advantages=adv,
+                 task_weight=rng.uniform(0.5, 2.0, B).astype(np.float32), group_id=gid)
+
+
+def _run(model, rl, batch, mesh=None, with_ref=True):
+  graphdef, params, ref = model
+  tx = make_optimizer(rl)
+  state, sh = rl_mesh.init_state(params, tx, mesh, ref if with_ref else None)
+  _, step = ts.build_step(ts.decoder_forward(graphdef), rl, mesh=mesh, state_sharding=sh,
+                          donate=False)
+  return state, step, rl_mesh.shard_batch(batch, mesh)
+
+
+def _mu(state):
+  # AdamW's first moment after one step is (1 - b1) * clipped gradient: a view of the gradient.
+  return state.opt_state[1][0].mu
+
+
+def _maxdiff(a, b):
+  return max(jax.tree.leaves(jax.tree.map(lambda x, y: float(jnp.max(jnp.abs(x - y))), a, b)))
+
+
+def test_mesh_and_micro_batches_match_single_device(model):
+  rl = _rl()
+  batch = _batch()
+  state, step, b1 = _run(model, rl, batch)
+  s1, m1 = step(state, b1)
+  assert float(m1["grad_norm"]) > 0 and float(m1["kl"]) > 0 and float(m1["clip_frac"]) > 0
+
+  mesh = rl_mesh.mesh_from_config(ml_collections.ConfigDict({"data": 2, "fsdp": 2, "tensor": 2}))
+  state8, step8, b8 = _run(model, rl, batch, mesh)
+  s8, m8 = step8(state8, b8)
+  emb = s8.params["embed_tokens"][...]
+  assert len(emb.sharding.device_set) == 8 and not emb.sharding.is_fully_replicated
+  assert _mu(s8)["embed_tokens"][...].sharding == emb.sharding
+  for k in m1:
+    np.testing.assert_allclose(m8[k], m1[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  assert _maxdiff(s1.params, s8.params) < 1e-5
+  assert _maxdiff(jax.tree.map(lambda x: 10 * x, _mu(s1)),
+                  jax.tree.map(lambda x: 10 * x, _mu(s8))) < 1e-5
+
+  # One micro-batch of 16 gives the same update as two of 8 (weights are batch-global).
+  state_f, step_f, bf = _run(model, _rl(micro_batch_size=0), batch)
+  sf, mf = step_f(state_f, bf)
+  np.testing.assert_allclose(mf["loss"], m1["loss"], rtol=1e-5)
+  assert _maxdiff(jax.tree.map(lambda x: 10 * x, _mu(s1)),
+                  jax.tree.map(lambda x: 10 * x, _mu(sf))) < 1e-5
+
+  # A non-finite loss skips the update and leaves params and optimiser state bit-identical.
+  bad = batch.replace(advantages=np.where(np.arange(B) == 5, np.nan, batch.advantages)
+                      .astype(np.float32))
+  s_bad, m_bad = step(s1, rl_mesh.shard_batch(bad, None))
+  assert float(m_bad["skipped"]) == 1.0 and int(s_bad.skipped_steps) == 1
+  assert int(s_bad.step) == 2
+  assert _maxdiff(s_bad.params, s1.params) == 0.0
+  assert _maxdiff(s_bad.opt_state, s1.opt_state) == 0.0
+  s_ok, m_ok = step(s_bad, b1)
+  assert float(m_ok["skipped"]) == 0.0 and int(s_ok.skipped_steps) == 1
+  assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(s_ok.params))
+  assert _maxdiff(s_ok.params, s1.params) > 0
+
+
+def test_flat_groups_contribute_no_gradient(model):
+  rl = _rl(beta=0.0, loss_aggregation="seq_mean_token_mean")
+  batch = _batch(1, flat_groups=(1, 3))
+  state, step, b = _run(model, rl, batch, with_ref=False)
+  s_a, m_a = step(state, b)
+  assert float(m_a["zero_adv_group_frac"]) == 0.5
+  # Changing what the flat groups' rows say changes nothing in the update.
+  flat_rows = np.isin(batch.group_id, (1, 3))
+  other = np.random.default_rng(9).integers(0, V, batch.tokens.shape).astype(np.int32)
+  changed = batch.replace(tokens=np.where(flat_rows[:, None], other, batch.tokens))
+  s_b, _ = step(state, rl_mesh.shard_batch(changed, None))
+  assert _maxdiff(_mu(s_a), _mu(s_b)) < 1e-9
+  # All groups flat: the gradient is exactly zero.
+  s_z, m_z = step(state, rl_mesh.shard_batch(_batch(1, flat_groups=(0, 1, 2, 3)), None))
+  assert float(m_z["grad_norm"]) == 0.0 and float(m_z["zero_adv_group_frac"]) == 1.0
+  assert _maxdiff(s_z.params, state.params) == 0.0
+
+
+def test_bad_micro_batch_size_is_a_config_error(model):
+  state, step, b = _run(model, _rl(micro_batch_size=5), _batch())
+  with pytest.raises(ConfigError, match="micro_batch_size"):
+    step(state, b)
