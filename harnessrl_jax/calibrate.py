@@ -19,11 +19,14 @@ from ml_collections import config_flags
 
 from harnessrl_jax import cli
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "experiment config")
-_WORKDIR = flags.DEFINE_string("workdir", None, "run directory for calibration.json",
-                               required=True)
-_TASKS = flags.DEFINE_integer("tasks", -1, "tasks to measure (-1: evolver.calibrate_tasks, "
-                              "0: the whole pool)")
+def define_flags():
+  """Flags exist only when this module runs as the program, so importing it next to
+  train.py (which defines --config too) never clashes."""
+  return (config_flags.DEFINE_config_file("config", "configs/tiny.py", "experiment config"),
+          flags.DEFINE_string("workdir", None, "run directory for calibration.json",
+                              required=True),
+          flags.DEFINE_integer("tasks", -1, "tasks to measure (-1: evolver.calibrate_tasks, "
+                               "0: the whole pool)"))
 
 
 def evolver_section(config):
@@ -60,11 +63,12 @@ def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resamp
 
 def main(argv) -> None:
   del argv
-  cal, path = run_calibration(_CONFIG.value, _WORKDIR.value, _TASKS.value)
+  cal, path = run_calibration(_FLAGS[0].value, _FLAGS[1].value, _FLAGS[2].value)
   logging.warning("calibrate: bands %s, ladder %s (%s); wrote %s", cal.bands, cal.ladder,
                   cal.ladder_source, path)
   print(path)
 
 
 if __name__ == "__main__":
+  _FLAGS = define_flags()
   cli.run(main)
