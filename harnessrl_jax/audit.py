@@ -1,0 +1,123 @@
+"""`python -m harnessrl_jax.audit RUN_DIR`: checks a run's harness history end to end.
+
+Rebuilds H_0 from the run's stored config (WORKDIR/config.json: data and harness
+sections), replays WORKDIR/harness_history.jsonl record by record checking every
+digest_before / digest_after, checks that each kept checkpoint's harness digest is the
+replay's after that checkpoint's number of records, and that the last checkpoint's full
+canonical harness equals the replayed one. Exit status 0 when everything matches; 1 with
+the first divergent step otherwise (2 for a run directory that cannot be read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import ml_collections
+
+from harnessrl_jax import harness
+from harnessrl_jax.checkpoint import CONFIG_FILE, RunCheckpoints
+from harnessrl_jax.errors import DataError, HarnessError
+from harnessrl_jax.harness.history import read_history
+from harnessrl_jax.harness.ops import apply
+
+HISTORY = "harness_history.jsonl"
+
+
+class AuditFailure(HarnessError):
+  """The history or a checkpoint disagrees with the replay."""
+
+
+def _h0(run_dir: str) -> harness.Harness:
+  from harnessrl_jax.train import load_split  # pylint: disable=g-import-not-at-top
+  path = os.path.join(run_dir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise HarnessError(f"{run_dir}: no {CONFIG_FILE}; not a training run directory")
+  with open(path, encoding="utf-8") as f:
+    cfg = ml_collections.ConfigDict(json.load(f)["config"])
+  tasks = load_split(cfg.data.train, tuple(cfg.data.domains), "train")
+  return harness.from_tasks(tasks, cfg.harness)
+
+
+def audit(run_dir: str) -> dict[str, Any]:
+  """Raises AuditFailure at the first mismatch; returns counts when all match."""
+  run_dir = os.path.abspath(run_dir)
+  h = _h0(run_dir)
+  history_path = os.path.join(run_dir, HISTORY)
+  try:
+    records = read_history(history_path) if os.path.exists(history_path) else []
+  except DataError as e:
+    raise AuditFailure(f"the history does not parse: {e}") from None
+  ckpts = RunCheckpoints(run_dir)
+  steps = ckpts.steps()
+  metas = {s: ckpts.meta(s) for s in steps}
+  ckpts.close()
+  at_len = {}
+  for s, m in metas.items():
+    at_len.setdefault(int(m["history_len"]), []).append(s)
+
+  def check_checkpoints(n: int, h_now) -> None:
+    d = harness.digest(h_now)
+    for s in at_len.get(n, ()):
+      if metas[s]["harness_digest"] != d:
+        raise AuditFailure(f"checkpoint {s}: harness digest {metas[s]['harness_digest'][:12]} "
+                           f"!= replay {d[:12]} after {n} history records (step {s})")
+
+  current = harness.digest(h)
+  check_checkpoints(0, h)
+  for n, rec in enumerate(records, 1):
+    where = f"{history_path}:{n}: step {rec.step} ({rec.op.kind})"
+    if rec.digest_before != current:
+      raise AuditFailure(f"first divergent step {rec.step}: {where}: digest_before "
+                         f"{rec.digest_before[:12]} != replay {current[:12]}")
+    try:
+      h = apply(h, rec.op)
+    except HarnessError as e:
+      raise AuditFailure(f"first divergent step {rec.step}: {where}: the operation is "
+                         f"illegal on replay: {e}") from None
+    current = harness.digest(h)
+    if rec.digest_after != current:
+      raise AuditFailure(f"first divergent step {rec.step}: {where}: digest_after "
+                         f"{rec.digest_after[:12]} != replay {current[:12]}")
+    check_checkpoints(n, h)
+  if steps:
+    last = metas[steps[-1]]
+    if int(last["history_len"]) > len(records):
+      raise AuditFailure(f"checkpoint {steps[-1]} counts {last['history_len']} history "
+                         f"records; {history_path} holds only {len(records)}")
+    if int(last["history_len"]) == len(records) and last["harness"] != _plain(
+        harness.canonical(h)):
+      raise AuditFailure(f"checkpoint {steps[-1]}: its stored harness differs from the "
+                         "replayed one although the digests agree")
+  return {"records": len(records), "checkpoints": steps, "digest": current,
+          "uncheckpointed_records": len(records) - (int(metas[steps[-1]]["history_len"])
+                                                    if steps else 0)}
+
+
+def _plain(obj):
+  return json.loads(json.dumps(obj))
+
+
+def main(argv: list[str]) -> int:
+  if len(argv) != 2:
+    print("usage: python -m harnessrl_jax.audit RUN_DIR", file=sys.stderr)
+    return 2
+  try:
+    out = audit(argv[1])
+  except AuditFailure as e:
+    print(f"audit FAILED: {e}", file=sys.stderr)
+    return 1
+  except HarnessError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  tail = (f"; {out['uncheckpointed_records']} records after the last checkpoint"
+          if out["uncheckpointed_records"] else "")
+  print(f"audit OK: {out['records']} history records replayed, checkpoints "
+        f"{out['checkpoints']} match, final harness {out['digest']}{tail}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

@@ -1,0 +1,102 @@
+"""Configs that cannot run are refused before any model is loaded, with a message that
+says what to change; a different config in an existing workdir is refused too."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from harnessrl_jax import train
+from harnessrl_jax.errors import ConfigError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny():
+  from configs.tiny import get_config  # pylint: disable=g-import-not-at-top
+  return get_config()
+
+
+@pytest.fixture(autouse=True)
+def no_model(monkeypatch):
+  """Every refusal must come before the model loads: loading it fails the test."""
+  def boom(*a, **k):
+    raise AssertionError("the model was loaded before the refusal")
+  monkeypatch.setattr(train, "load_model", boom)
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_missing_data_file(tmp_path):
+  c = tiny()
+  c.data.train = str(tmp_path / "nope.jsonl")
+  with pytest.raises(ConfigError, match=r"config\.data\.train.*no such file"):
+    train.run(c, str(tmp_path / "run"))
+
+
+def test_no_tasks_for_the_domains(tmp_path):
+  c = tiny()
+  c.data.domains = ("astrology",)
+  with pytest.raises(ConfigError, match=r"no tasks.*data\.domains"):
+    train.run(c, str(tmp_path / "run"))
+
+
+def test_unreachable_openai_judge(tmp_path):
+  c = tiny()
+  c.judge.backend = "openai"
+  c.judge.openai.model = "judge"
+  c.judge.openai.base_url = f"http://127.0.0.1:{free_port()}/v1"   # nothing listens
+  with pytest.raises(ConfigError, match=r"judge\.openai\.base_url.*cannot reach.*start"):
+    train.run(c, str(tmp_path / "run"))
+
+
+def test_unreachable_jetstream_judge(tmp_path):
+  c = tiny()
+  c.judge.backend = "hybrid"
+  c.judge.llm_backend = "jetstream"
+  c.judge.jetstream.address = f"127.0.0.1:{free_port()}"
+  with pytest.raises(ConfigError, match=r"judge\.jetstream\.address.*cannot connect"):
+    train.run(c, str(tmp_path / "run"))
+
+
+def test_mesh_larger_than_the_devices(tmp_path):
+  import jax  # pylint: disable=g-import-not-at-top
+  c = tiny()
+  c.rl.mesh.data = 2 * jax.device_count()
+  c.rl.mesh.fsdp = 1
+  with pytest.raises(ConfigError, match=rf"needs {2 * jax.device_count()} devices.*lower"):
+    train.run(c, str(tmp_path / "run"))
+
+
+def test_other_config_in_an_existing_workdir(tmp_path):
+  c = tiny()
+  c.data.domains = ("astrology",)
+  with pytest.raises(ConfigError):   # writes config.json, then refuses the data
+    train.run(c, str(tmp_path / "run"))
+  c2 = tiny()
+  c2.data.domains = ("astrology",)
+  c2.rl.learning_rate = 0.5
+  with pytest.raises(ConfigError, match=r"another config.*rl\.learning_rate: 0\.001 -> 0\.5"):
+    train.run(c2, str(tmp_path / "run"))
+
+
+def test_command_line_prints_one_error_line(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-m", "harnessrl_jax.train", "--config=configs/tiny.py",
+       f"--workdir={tmp_path / 'run'}", f"--config.data.heldout={tmp_path / 'x.jsonl'}"],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 2
+  assert "error: config.data.heldout" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_heldout_subset_covers_every_domain():
+  tasks = train.load_split("data/heldout.jsonl", (), "heldout")
+  sub = train.interleave_domains(tasks)[:5]
+  assert len({t.domain for t in sub}) == 5
+  assert sorted(t.id for t in train.interleave_domains(tasks)) == sorted(t.id for t in tasks)
