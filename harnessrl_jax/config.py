@@ -14,6 +14,7 @@ from harnessrl_jax.harness.config import harness_defaults
 from harnessrl_jax.judges.config import judge_defaults
 from harnessrl_jax.memory.config import memory_defaults
 from harnessrl_jax.rl.config import rl_defaults
+from harnessrl_jax.train_config import ablation_defaults, train_defaults
 
 
 def model_defaults() -> ml_collections.ConfigDict:
@@ -57,8 +58,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.memory = memory_defaults()
   c.evolver = evolver_defaults()
 
-  c.train = ml_collections.ConfigDict()
-  c.train.steps = 10
-  c.train.log_every = 1
+  c.train = train_defaults()
+  c.ablation = ablation_defaults()
   c.lock()  # configs may change fields, never add them: typos fail at start-up
   return c
