@@ -4,7 +4,6 @@ builders for groups."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 import numpy as np
@@ -15,6 +14,7 @@ from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.evolver import evolver_defaults
 from harnessrl_jax.evolver.measure import grade, groups_from
 from harnessrl_jax.judges.client import TextClient
+from tests.test_memory_semantic import fake_embedder
 from harnessrl_jax.judges.judge import Judge
 from harnessrl_jax.memory import Memory, memory_defaults
 
@@ -167,17 +167,6 @@ PROMPTS = {BLIND.prompt[0].content: BLIND_RESPONSES,
            PADDED.prompt[0].content: PADDED_RESPONSES}
 
 
-def fake_embedder(dim=64):
-  """Deterministic bag-of-words hashing."""
-  def embed(texts):
-    out = np.zeros((len(texts), dim), np.float32)
-    for i, t in enumerate(texts):
-      for w in t.lower().split():
-        h = int.from_bytes(hashlib.sha256(w.encode()).digest()[:4], "little")
-        out[i, h % dim] += 1.0
-    return out + 1e-3
-  embed.dim = dim
-  return embed
 
 
 def new_memory(h=None) -> Memory:
