@@ -14,11 +14,10 @@ hundreds of steps). Measured on a shared, loaded 2-core machine a step took 1-2 
 """
 
 from harnessrl_jax.config import base_config
-from harnessrl_jax.train_config import with_driver_sections
 
 
 def get_config():
-  c = with_driver_sections(base_config())
+  c = base_config()
   c.model.source = "smollm2"
   c.judge.backend = "program"
   c.rollout.num_samples = 4

@@ -10,11 +10,10 @@ judge.jetstream.address. Set before launching (placeholders below):
 """
 
 from harnessrl_jax.config import base_config
-from harnessrl_jax.train_config import with_driver_sections
 
 
 def get_config():
-  c = with_driver_sections(base_config())
+  c = base_config()
   c.model.source = "hf"
   c.model.path = "/models/Qwen3-4B-Instruct"
   c.model.dtype = "bfloat16"

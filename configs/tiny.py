@@ -1,11 +1,10 @@
 """A random tiny model that runs in seconds; used by the tests."""
 
 from harnessrl_jax.config import base_config
-from harnessrl_jax.train_config import with_driver_sections
 
 
 def get_config():
-  c = with_driver_sections(base_config())
+  c = base_config()
   c.model.source = "tiny"
   c.judge.backend = "program"
   c.judge.model.source = "tiny"

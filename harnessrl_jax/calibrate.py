@@ -29,12 +29,6 @@ def define_flags():
                                "0: the whole pool)"))
 
 
-def evolver_section(config):
-  """config.evolver, or its defaults while the config tree has no such section."""
-  from harnessrl_jax.evolver.config import evolver_defaults  # pylint: disable=g-import-not-at-top
-  return config.evolver if "evolver" in config else evolver_defaults()
-
-
 def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resample=None):
   """The cold start; returns (Calibration, path written). judge/resample override the
   ones the config names (tests, or a driver that already holds them)."""
@@ -44,7 +38,7 @@ def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resamp
   from harnessrl_jax.judges.factory import make_judge
   from harnessrl_jax.models.loading import load_model
   # pylint: enable=g-import-not-at-top
-  ev = evolver_section(config)
+  ev = config.evolver
   pool = measure.load_pool(config)
   n = int(ev.calibrate_tasks) if tasks < 0 else int(tasks)
   if n:

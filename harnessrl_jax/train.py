@@ -51,7 +51,6 @@ from harnessrl_jax.rl.train_state import make_optimizer
 from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward,
                                          make_logprob_fn)
 from harnessrl_jax.rollout import Sampler
-from harnessrl_jax.train_config import ablation_section, evolver_section, train_field
 
 HISTORY = "harness_history.jsonl"
 CANDIDATES = "evolver_candidates.jsonl"
@@ -159,14 +158,14 @@ def preflight(cfg) -> tuple[tuple[Task, ...], tuple[Task, ...]]:
     heldout = load_split(cfg.data.heldout, domains, "heldout")
   except DataError as e:
     raise ConfigError(f"config.data: the task files do not load:\n{e}") from None
-  n_eval = int(train_field(cfg, "eval_tasks"))
+  n_eval = int(cfg.train.eval_tasks)
   if n_eval > 0:
     heldout = interleave_domains(heldout)[:n_eval]
-  if int(train_field(cfg, "steps")) < 1:
+  if int(cfg.train.steps) < 1:
     raise ConfigError(f"config.train.steps = {cfg.train.steps}: must be >= 1")
   check_batch(cfg, check_mesh(cfg.rl.mesh))
   check_judge(cfg.judge)
-  if evolver_section(cfg).async_evolver:
+  if cfg.evolver.async_evolver:
     raise ConfigError("evolver.async_evolver = True: the training driver runs the evolver "
                       "synchronously (exact resume needs H_{t+1} before step t+1); set it "
                       "to False")
@@ -178,7 +177,7 @@ def preflight(cfg) -> tuple[tuple[Task, ...], tuple[Task, ...]]:
 
 def build_evolve(cfg, workdir: str, *, judge, graphdef, prompt_builder):
   """(evolve function, memory or None, calibration ops to apply to H_0)."""
-  ev = evolver_section(cfg)
+  ev = cfg.evolver
   if not ev.enabled:
     return loop.static_evolve, None, ()
   # pylint: disable=g-import-not-at-top
@@ -192,7 +191,7 @@ def build_evolve(cfg, workdir: str, *, judge, graphdef, prompt_builder):
   evolver = build_evolver(cfg, judge=judge, resample=None,
                           history_log=HistoryLog(os.path.join(workdir, HISTORY)),
                           candidate_log=os.path.join(workdir, CANDIDATES))
-  ab = ablation_section(cfg)
+  ab = cfg.ablation
   if not ab.critic:
     evolver.critic = UncheckedCritic(judge, None, ev, bands=evolver.critic.bands)
   if set(ab.routes) != {"rubric", "guidance", "sampling"}:
@@ -261,7 +260,7 @@ def run(cfg, workdir: str) -> dict[str, Any]:
   workdir = os.path.abspath(workdir)
   guard_config(cfg, workdir)
   train_tasks, heldout_tasks = preflight(cfg)
-  total_steps = int(train_field(cfg, "steps"))
+  total_steps = int(cfg.train.steps)
 
   start = time.perf_counter()
   loaded = load_model(cfg.model)
@@ -293,7 +292,7 @@ def run(cfg, workdir: str) -> dict[str, Any]:
   eval_kw = dict(sampler=sampler, prompt_builder=pb, judge=judge, rollout_cfg=cfg.rollout,
                  key=eval_key)
 
-  ckpts = RunCheckpoints(workdir, int(train_field(cfg, "keep_checkpoints")))
+  ckpts = RunCheckpoints(workdir, int(cfg.train.keep_checkpoints))
   history_log = HistoryLog(os.path.join(workdir, HISTORY))
   latest = ckpts.latest()
   if latest is None:
@@ -314,8 +313,8 @@ def run(cfg, workdir: str) -> dict[str, Any]:
           f"{meta['harness_digest'][:12]})", flush=True)
 
   writer = metrics.MetricsWriter(workdir)
-  log_every, eval_every = int(train_field(cfg, "log_every")), int(train_field(cfg, "eval_every"))
-  ckpt_every = int(train_field(cfg, "checkpoint_every"))
+  log_every, eval_every = int(cfg.train.log_every), int(cfg.train.eval_every)
+  ckpt_every = int(cfg.train.checkpoint_every)
   for step in range(first, total_steps):
     op = loop.schedule_op(h, step, total_steps)
     if op is not None:

@@ -1,15 +1,7 @@
-"""Defaults of the training driver's sub-configs: `config.train` and `config.ablation`.
-
-`harnessrl_jax.config.base_config()` is meant to mount these (`c.train =
-train_defaults()`, `c.ablation = ablation_defaults()`, `c.evolver = evolver_defaults()`).
-Until it does, the experiment files in configs/ call `with_driver_sections`, which adds
-whatever the tree lacks, and the driver reads fields through `train_field` /
-`evolver_section` / `ablation_section`, which fall back to the defaults here.
-"""
+"""Defaults of the training driver's sub-configs: `config.train` and `config.ablation`
+(mounted by `harnessrl_jax.config.base_config()`)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import ml_collections
 
@@ -55,34 +47,3 @@ def ablation_defaults() -> ml_collections.ConfigDict:
   a.critic = True
   a.memory = True
   return a
-
-
-def with_driver_sections(config) -> ml_collections.ConfigDict:
-  """Adds the driver's sections / fields a (locked) tree lacks; a no-op once
-  harnessrl_jax/config.py mounts them."""
-  with config.unlocked():
-    if "evolver" not in config:
-      # pylint: disable-next=g-import-not-at-top
-      from harnessrl_jax.evolver.config import evolver_defaults
-      config.evolver = evolver_defaults()
-    if "ablation" not in config:
-      config.ablation = ablation_defaults()
-    for k, v in train_defaults().items():
-      if k not in config.train:
-        config.train[k] = v
-  return config
-
-
-def ablation_section(config) -> ml_collections.ConfigDict:
-  return config.ablation if "ablation" in config else ablation_defaults()
-
-
-def train_field(config, name: str) -> Any:
-  """config.train.NAME, or its default when the tree lacks the field."""
-  return config.train.get(name, train_defaults()[name])
-
-
-def evolver_section(config) -> ml_collections.ConfigDict:
-  """config.evolver, or the evolver's defaults while the tree has no such section."""
-  from harnessrl_jax.evolver.config import evolver_defaults  # pylint: disable=g-import-not-at-top
-  return config.evolver if "evolver" in config else evolver_defaults()
