@@ -38,6 +38,7 @@ def rollout_defaults() -> ml_collections.ConfigDict:
   r.top_p = 1.0            # 1.0: no nucleus cut
   r.top_k = 0              # 0: no top-k cut
   r.prompt_buckets = (64, 128, 256, 512)  # prompt lengths round up to these: no recompiles
+  r.decode_phase_tokens = 32  # decode steps per phase; each reads only the filled cache
   return r
 
 

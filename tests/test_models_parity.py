@@ -156,3 +156,30 @@ def test_cached_prefill_and_decode_match_full_forward(pair):
   np.testing.assert_array_equal(np.asarray(cache.mask[:, :prompt_len + steps]), mask)
   assert not np.asarray(cache.mask[:, prompt_len + steps:]).any()
   np.testing.assert_allclose(got[mask], full[mask], atol=TOL, rtol=0)
+
+
+def test_decode_reading_only_filled_slots_with_per_layer_weights(pair):
+  """attend_slots (read the filled prefix of the cache only) and layer_params (weights
+  sliced per layer once) are what the sampler decodes with: same logits as HF."""
+  ref, ours, cfg = pair
+  b, prompt_len, steps = 2, 10, 5
+  tokens = _batch(5, b, prompt_len + steps, cfg.vocab_size)
+  mask = np.ones(tokens.shape, bool)
+  mask[0, :3] = False
+  positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
+  full = _hf_logits(ref, tokens, mask, positions)
+  layer_params = ours.layer_states()
+  assert (layer_params is None) == (not cfg.scan_layers)
+
+  cache = init_cache(cfg, b, max_len=prompt_len + steps + 7)
+  logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
+                       mask[:, :prompt_len], cache, attend_slots=prompt_len)
+  got = [np.asarray(logits)]
+  for i in range(prompt_len, prompt_len + steps):
+    logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache,
+                         attend_slots=i + 1, layer_params=layer_params)
+    got.append(np.asarray(logits))
+  np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=TOL, rtol=0)
+  with pytest.raises(ValueError, match="attend_slots"):
+    ours(tokens[:, :prompt_len], positions[:, :prompt_len], mask[:, :prompt_len],
+         init_cache(cfg, b, max_len=prompt_len + 1), attend_slots=prompt_len - 1)

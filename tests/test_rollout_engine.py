@@ -184,3 +184,18 @@ def test_sampler_from_config_with_prompt_builder():
   # A raw uint32[2] key (jax.random.PRNGKey) is the same key as jax.random.key.
   raw = _np(sampler(params, prompts, sampling, jax.random.PRNGKey(0)))
   np.testing.assert_array_equal(raw.response_tokens, out.response_tokens)
+
+
+@pytest.mark.parametrize("scan_layers", [True, False])
+def test_decode_phases_do_not_change_outputs(scan_layers):
+  """Phases read fewer cache slots and (scanned layers) per-layer weights: same samples."""
+  graphdef, params = nnx.split(_model(scan_layers=scan_layers))
+  sampling = SamplingParams(temperature=0.9, top_k=50, max_new_tokens=11)
+  runs = [_np(engine.generate(graphdef, params, PROMPTS, sampling, jax.random.key(3),
+                              num_samples=2, prompt_buckets=(16,), phase_tokens=n))
+          for n in (64, 4, 1)]
+  for other in runs[1:]:
+    np.testing.assert_array_equal(other.response_tokens, runs[0].response_tokens)
+    np.testing.assert_allclose(other.logprobs, runs[0].logprobs, atol=1e-5)
+  with pytest.raises(HarnessError, match="decode_phase_tokens"):
+    engine.generate(graphdef, params, PROMPTS, sampling, jax.random.key(3), phase_tokens=0)

@@ -3,6 +3,8 @@
 No model here: the loop runs on a toy bigram "model" (logits = table[previous token]).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -221,3 +223,41 @@ def test_decode_loop_is_deterministic_and_rows_do_not_depend_on_the_batch():
   np.testing.assert_array_equal(c.logprobs, a.logprobs[2:])
   d = _run_toy(table, params, first, jax.random.key(12))
   assert (d.tokens != a.tokens).any()
+
+
+def test_decode_phases_run_in_order_and_equal_one_loop():
+  """Phases split the steps into loops with their own step function; together they sample
+  what one loop samples. Each phase's function is seen to run for its own steps only."""
+  table = _bigram_table()
+  params = sampling.SamplingParams(temperature=1.0, max_new_tokens=7)
+  batch = 6
+  first = jnp.arange(batch, dtype=jnp.int32) % (VOCAB - 2) + 1
+
+  def tagged(tag):  # writes `tag` into the cache at each step it runs
+    inner = _toy_apply(table)
+    def apply_fn(tokens, positions, mask, cache):
+      logits, new = inner(tokens, positions, mask, cache)
+      tags = cache["tags"].at[cache["index"]].set(tag)
+      return logits, {**new, "tags": tags}
+    return apply_fn
+
+  @functools.partial(jax.jit, static_argnums=1)
+  def run(key, split):
+    cache = {"positions": jnp.full((batch, 7), -1, jnp.int32), "index": jnp.int32(0),
+             "tags": jnp.zeros((7,), jnp.int32)}
+    keys = decode_loop.row_keys(key, batch)
+    if split:
+      fns = [decode_loop.Phase(3, tagged(1)), decode_loop.Phase(0, tagged(9)),
+             decode_loop.Phase(4, tagged(2))]
+    else:
+      fns = tagged(1)
+    return decode_loop.decode(fns, cache, first, jnp.full((batch,), 4), keys, params, (), PAD)
+
+  (one, _), (phased, cache) = [jax.tree.map(np.asarray, run(jax.random.key(5), s))
+                               for s in (False, True)]
+  np.testing.assert_array_equal(phased.tokens, one.tokens)
+  np.testing.assert_array_equal(phased.logprobs, one.logprobs)
+  np.testing.assert_array_equal(cache["tags"], [1, 1, 1, 2, 2, 2, 2])
+  with pytest.raises(ValueError, match="cover 5 steps"):
+    decode_loop.decode([decode_loop.Phase(5, tagged(1))], {}, first, first,
+                       decode_loop.row_keys(jax.random.key(0), batch), params, (), PAD)

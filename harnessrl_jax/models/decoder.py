@@ -8,6 +8,10 @@ Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
   * cache given: the T tokens' K/V go to slots [index, index+T), cache.mask there :=
     attention_mask, query t attends slot s iff cache.mask[b, s] and s <= index + t; the
     returned cache has index + T. Prefill is one call with the whole prompt, decode T=1.
+    layer_params (optional): `layer_states()`, used instead of the stacked weights (decode).
+    attend_slots (static int, optional): read only cache slots [0, attend_slots); the
+    caller promises index + T <= attend_slots (later slots are empty). Decode cost grows
+    with the slots read, so the sampler passes the filled length rather than the buffer's.
   hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
   logits == hidden_states @ unembed_matrix in float32.
 
@@ -68,7 +72,21 @@ class Decoder(nnx.Module):
       return self.embed_tokens[...].T
     return self.lm_head[...]
 
-  def _forward(self, tokens, positions, attention_mask, cache: KVCache | None):
+  def layer_states(self) -> list[nnx.State] | None:
+    """With scan_layers, each layer's parameters sliced out as arrays of their own (a copy
+    of the weights); None for unstacked layers.
+
+    For decoding: `lax.scan` slices the stacked weights anew at every call, and XLA:CPU
+    materialises each slice before its matmul, i.e. copies every weight once per token.
+    Slice once per rollout and pass the list as `layer_params=`.
+    """
+    if not self.cfg.scan_layers:
+      return None
+    stacked = nnx.state(self.layers)
+    return [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(self.cfg.num_layers)]
+
+  def _forward(self, tokens, positions, attention_mask, cache: KVCache | None,
+               attend_slots: int | None = None, layer_params: list[nnx.State] | None = None):
     cfg = self.cfg
     dtype = jnp.dtype(cfg.dtype)
     tokens = jnp.asarray(tokens, jnp.int32)
@@ -84,12 +102,22 @@ class Decoder(nnx.Module):
     else:
       index = cache.index
       new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
-      slots = jnp.arange(cache.max_len)
+      read = cache.max_len if attend_slots is None else int(attend_slots)
+      if not t <= read <= cache.max_len:
+        raise ValueError(f"attend_slots={attend_slots}: need {t} <= it <= {cache.max_len}")
+      slots = jnp.arange(read)
       causal = slots[None, :] <= (index + jnp.arange(t))[:, None]
-      allowed = causal[None] & new_mask[:, None, :]
+      allowed = causal[None] & new_mask[:, None, :read]
       k_cache, v_cache = cache.k, cache.v
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
-    if cfg.scan_layers:
+    if layer_params is not None:
+      graphdef = nnx.graphdef(self.layers)
+      for i, state in enumerate(layer_params):
+        kv = None if cache is None else (k_cache, v_cache, i, index)
+        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        if new_kv is not None:
+          k_cache, v_cache = new_kv
+    elif cfg.scan_layers:
       graphdef, stacked = nnx.split(self.layers)
 
       def body(carry, state):
@@ -118,8 +146,9 @@ class Decoder(nnx.Module):
     """[B,T,D] final-norm outputs (activation dtype), no cache."""
     return self._forward(tokens, positions, attention_mask, None)[0]
 
-  def __call__(self, tokens, positions, attention_mask, cache: KVCache | None = None):
-    h, cache = self._forward(tokens, positions, attention_mask, cache)
+  def __call__(self, tokens, positions, attention_mask, cache: KVCache | None = None, *,
+               attend_slots: int | None = None, layer_params: list[nnx.State] | None = None):
+    h, cache = self._forward(tokens, positions, attention_mask, cache, attend_slots, layer_params)
     logits = jnp.einsum("btd,dv->btv", h, self.unembed_matrix().astype(h.dtype),
                         preferred_element_type=jnp.float32)
     return logits, cache

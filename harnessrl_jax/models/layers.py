@@ -124,10 +124,12 @@ class Attention(nnx.Module):
 
   def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, allowed: jax.Array,
                kv: tuple[jax.Array, jax.Array, int, jax.Array] | None):
-    """x [B,T,D]; allowed [B,T,S] (query t may see key/slot s).
+    """x [B,T,D]; allowed [B,T,S'] (query t may see key/slot s).
 
     kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index) with caches
-    [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of `layer`.
+    [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of `layer`, and the
+    queries read the first S' = allowed.shape[-1] <= S slots (attention cost is linear in
+    the slots read, so a caller that knows the later slots are empty passes a shorter S').
     Returns (out [B,T,D], updated (k_cache, v_cache) or None).
     """
     cfg = self.cfg
@@ -144,7 +146,9 @@ class Attention(nnx.Module):
       start = (layer, 0, index, 0, 0)
       k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
       v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
-      k, v = k_cache[layer].astype(x.dtype), v_cache[layer].astype(x.dtype)
+      read = allowed.shape[-1]
+      k = k_cache[layer, :, :read].astype(x.dtype)
+      v = v_cache[layer, :, :read].astype(x.dtype)
       new_kv = (k_cache, v_cache)
     groups = cfg.num_heads // cfg.num_kv_heads
     # Query head h uses KV head h // groups (HF's repeat_kv order).

@@ -3,11 +3,16 @@
 Model-agnostic: it takes `apply_fn(tokens[B,1], positions[B,1], attention_mask[B,1], cache)
 -> (logits[B,1,V], cache)` and any cache pytree, so it is tested with toy logit functions as
 well as the decoder. Call it inside `jit`: the cache is a loop carry, updated in place.
+
+The steps may be split into phases, each its own loop with its own apply_fn: the sampler
+uses this to let phase i attend only to the cache slots filled by its end (attention cost
+is linear in the slots read; a single loop would read the whole buffer every step).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -28,19 +33,25 @@ class DecodeOutput(NamedTuple):
   finish_reason: jax.Array  # [B] int32, FINISH_STOP or FINISH_LENGTH
 
 
+class Phase(NamedTuple):
+  steps: int         # decode steps this phase runs (at most)
+  apply_fn: ApplyFn  # the model step used during them
+
+
 def row_keys(key: jax.Array, num_rows: int, first_row: int = 0) -> jax.Array:
   """One key per batch row, from the row's index: a row's samples do not depend on the batch."""
   rows = jnp.arange(first_row, first_row + num_rows, dtype=jnp.uint32)
   return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
 
 
-def decode(apply_fn: ApplyFn, cache: Any, first_tokens: jax.Array, first_positions: jax.Array,
-           keys: jax.Array, params: SamplingParams, stop_ids: tuple[int, ...],
-           pad_id: int) -> tuple[DecodeOutput, Any]:
+def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Array,
+           first_positions: jax.Array, keys: jax.Array, params: SamplingParams,
+           stop_ids: tuple[int, ...], pad_id: int) -> tuple[DecodeOutput, Any]:
   """Samples up to params.max_new_tokens tokens per row.
 
   Args:
-    apply_fn: one decoding step of the model (see the module docstring).
+    apply_fn: one decoding step of the model (see the module docstring), or phases whose
+      steps add up to params.max_new_tokens, run in order.
     cache: the cache after prefilling everything before `first_tokens`.
     first_tokens: [B] the last prompt token of each row (not yet in the cache).
     first_positions: [B] its position id.
@@ -54,17 +65,21 @@ def decode(apply_fn: ApplyFn, cache: Any, first_tokens: jax.Array, first_positio
   """
   batch = first_tokens.shape[0]
   steps = params.max_new_tokens
+  phases = [Phase(steps, apply_fn)] if callable(apply_fn) else list(apply_fn)
+  if sum(p.steps for p in phases) != steps:
+    raise ValueError(f"decode phases cover {sum(p.steps for p in phases)} steps; "
+                     f"max_new_tokens is {steps}")
   stop = jnp.asarray(stop_ids if stop_ids else (-1,), dtype=jnp.int32)
   fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
 
-  def cond(carry):
+  def cond(end, carry):
     step, _, _, _, _, _, done, _ = carry
-    return (step < steps) & ~jnp.all(done)
+    return (step < end) & ~jnp.all(done)
 
-  def body(carry):
+  def body(model_step, carry):
     step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry
-    logits, cache = apply_fn(inputs[:, None], positions[:, None],
-                             jnp.ones((batch, 1), dtype=bool), cache)
+    logits, cache = model_step(inputs[:, None], positions[:, None],
+                               jnp.ones((batch, 1), dtype=bool), cache)
     tokens, logprobs = sample_tokens(logits[:, -1], fold(keys, step.astype(jnp.uint32)),
                                      params)
     active = ~done
@@ -76,14 +91,20 @@ def decode(apply_fn: ApplyFn, cache: Any, first_tokens: jax.Array, first_positio
     done = done | (active & jnp.isin(tokens, stop))
     return step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done, lengths
 
-  init = (
+  carry = (
       jnp.int32(0), cache, first_tokens.astype(jnp.int32), first_positions.astype(jnp.int32),
       jnp.full((batch, steps), pad_id, dtype=jnp.int32),
       jnp.zeros((batch, steps), dtype=jnp.float32),
       jnp.zeros((batch,), dtype=bool),
       jnp.zeros((batch,), dtype=jnp.int32),
   )
-  _, cache, _, _, tokens, logprobs, done, lengths = jax.lax.while_loop(cond, body, init)
+  end = 0
+  for phase in phases:
+    if phase.steps:
+      end += phase.steps
+      carry = jax.lax.while_loop(functools.partial(cond, end),
+                                 functools.partial(body, phase.apply_fn), carry)
+  _, cache, _, _, tokens, logprobs, done, lengths = carry
   finish = jnp.where(done, FINISH_STOP, FINISH_LENGTH).astype(jnp.int32)
   out = DecodeOutput(tokens=tokens, logprobs=logprobs, lengths=lengths, finish_reason=finish)
   return out, cache

@@ -13,6 +13,7 @@ prompts are in the batch or on the mesh.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -29,6 +30,9 @@ from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.rollout import batching, decode_loop
 from harnessrl_jax.rollout.sampling import SamplingParams
 
+# Decode steps per phase (see decode_phases): shorter phases read fewer empty cache slots
+# but compile more loops. Measured on SmolLM2 at 128 new tokens in docs/performance.md.
+DECODE_PHASE_TOKENS = 32
 BATCH_AXES = ("data", "fsdp")  # mesh axes the rollout batch is split over (those present)
 
 _trace_count = [0]  # incremented each time the rollout program is traced (tests, logging)
@@ -97,9 +101,29 @@ def _constrain(x: jax.Array, mesh: Mesh | None, batch_dim: int) -> jax.Array:
   return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
 
 
+def decode_phases(model, width: int, max_new_tokens: int,
+                  phase_tokens: int) -> list[decode_loop.Phase]:
+  """The decode loop's phases: `phase_tokens` steps each, each attending only to the cache
+  slots filled by its end (step t writes slot width - 1 + t).
+
+  Attention over the cache costs time linear in the slots read, so this reads on average
+  about half the generated part instead of all of it; each phase compiles its own loop.
+  Stacked (scanned) layer weights are sliced once here, not once per token (see
+  `Decoder.layer_states`).
+  """
+  layer_params = model.layer_states()
+  phases, done = [], 0
+  while done < max_new_tokens:
+    steps = min(phase_tokens, max_new_tokens - done)
+    done += steps
+    phases.append(decode_loop.Phase(steps, functools.partial(
+        model, attend_slots=width - 1 + done, layer_params=layer_params)))
+  return phases
+
+
 def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingParams,
                      num_samples: int, pad_id: int, eos_token_ids: tuple[int, ...] | None,
-                     mesh: Mesh | None) -> RolloutBatch:
+                     mesh: Mesh | None, phase_tokens: int) -> RolloutBatch:
   _trace_count[0] += 1
   model = nnx.merge(graphdef, params)
   cfg = model.cfg
@@ -111,13 +135,16 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
   # of the first response token; the prefill's own logits are unused and compiled away.
   cache = init_cache(cfg, rows, width - 1 + sampling.max_new_tokens)
   if width > 1:
-    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
+    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache,
+                     attend_slots=width - 1)
   rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
   cache = cache.replace(k=_constrain(rep(cache.k, 1), mesh, 1),
                         v=_constrain(rep(cache.v, 1), mesh, 1),
                         mask=_constrain(rep(cache.mask, 0), mesh, 0))
   keys = decode_loop.row_keys(key, rows * num_samples)
-  out, _ = decode_loop.decode(model, cache, rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
+  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens)
+  out, _ = decode_loop.decode(phases, cache,
+                              rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
                               keys, sampling, stop_ids, pad_id)
   n = sampling.max_new_tokens
   return RolloutBatch(
@@ -129,7 +156,7 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
 
 _rollout_jit = jax.jit(_rollout_program,
                        static_argnames=("graphdef", "sampling", "num_samples", "pad_id",
-                                        "eos_token_ids", "mesh"))
+                                        "eos_token_ids", "mesh", "phase_tokens"))
 
 
 def _as_key(key) -> jax.Array:
@@ -141,7 +168,8 @@ def _as_key(key) -> jax.Array:
 def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, key: jax.Array,
                     *, num_samples: int = 1, pad_id: int = 0,
                     eos_token_ids: Sequence[int] | None = None,
-                    mesh: Mesh | None = None) -> RolloutBatch:
+                    mesh: Mesh | None = None,
+                    phase_tokens: int = DECODE_PHASE_TOKENS) -> RolloutBatch:
   """Rollouts for already left-padded prompts; every row of `tokens` is a prompt.
 
   Args:
@@ -155,12 +183,15 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
     eos_token_ids: ids that end a response (with sampling.stop_token_ids); None: the model
       config's. Pass the PromptBuilder's, which adds the chat format's end-of-turn tokens.
     mesh: optional; the batch is split over its ('data', 'fsdp') axes, so B must divide.
+    phase_tokens: decode steps per phase (`decode_phases`); outputs do not depend on it.
 
   Returns:
     A RolloutBatch with B * J rows.
   """
   if num_samples < 1:
     raise HarnessError(f"rollout: num_samples={num_samples}; need >= 1")
+  if phase_tokens < 1:
+    raise HarnessError(f"rollout: decode_phase_tokens={phase_tokens}; need >= 1")
   mask_np = np.asarray(mask)
   if not mask_np[:, -1].all():
     raise HarnessError("rollout: prompts must be left-padded (the last column of the prompt "
@@ -175,7 +206,7 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
     mask = jax.device_put(jnp.asarray(mask_np), sharding)
   return _rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
                       _as_key(key), sampling=sampling, num_samples=int(num_samples),
-                      pad_id=int(pad_id), mesh=mesh,
+                      pad_id=int(pad_id), mesh=mesh, phase_tokens=int(phase_tokens),
                       eos_token_ids=None if eos_token_ids is None else tuple(
                           int(t) for t in eos_token_ids))
 
@@ -184,7 +215,8 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
              key: jax.Array, *, num_samples: int = 1, pad_id: int = 0,
              eos_token_ids: Sequence[int] | None = None,
              prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
-             mesh: Mesh | None = None) -> RolloutBatch:
+             mesh: Mesh | None = None,
+             phase_tokens: int = DECODE_PHASE_TOKENS) -> RolloutBatch:
   """Rollouts for token-id prompts: J samples each, rows grouped by prompt.
 
   Prompts are left-padded to the smallest bucket that fits the longest one, and their number
@@ -195,7 +227,7 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
   padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple)
   out = generate_padded(graphdef, params, padded.tokens, padded.mask, sampling, key,
                         num_samples=num_samples, pad_id=pad_id, eos_token_ids=eos_token_ids,
-                        mesh=mesh)
+                        mesh=mesh, phase_tokens=phase_tokens)
   real = padded.num_prompts * num_samples
   if real == padded.tokens.shape[0] * num_samples:
     return out
@@ -210,8 +242,10 @@ class Sampler:
 
   def __init__(self, graphdef, *, pad_id: int, eos_token_ids: Sequence[int] | None = None,
                prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
-               num_samples: int = 1, mesh: Mesh | None = None):
+               num_samples: int = 1, mesh: Mesh | None = None,
+               phase_tokens: int = DECODE_PHASE_TOKENS):
     self.graphdef = graphdef
+    self.phase_tokens = int(phase_tokens)
     self.pad_id = int(pad_id)
     self.eos_token_ids = None if eos_token_ids is None else tuple(eos_token_ids)
     self.prompt_buckets = tuple(int(b) for b in prompt_buckets)
@@ -223,11 +257,12 @@ class Sampler:
   def from_config(cls, graphdef, rollout_cfg, *, pad_id: int,
                   eos_token_ids: Sequence[int] | None = None, batch_multiple: int = 1,
                   mesh: Mesh | None = None) -> Sampler:
-    """Reads config.rollout.prompt_buckets and num_samples; ids from the PromptBuilder."""
+    """Reads config.rollout.prompt_buckets, num_samples and decode_phase_tokens; ids from
+    the PromptBuilder."""
     return cls(graphdef, pad_id=pad_id, eos_token_ids=eos_token_ids,
                prompt_buckets=tuple(rollout_cfg.prompt_buckets),
                batch_multiple=batch_multiple, num_samples=int(rollout_cfg.num_samples),
-               mesh=mesh)
+               mesh=mesh, phase_tokens=int(rollout_cfg.decode_phase_tokens))
 
   def __call__(self, params, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
                key: jax.Array, num_samples: int | None = None) -> RolloutBatch:
@@ -235,4 +270,5 @@ class Sampler:
                     num_samples=self.num_samples if num_samples is None else num_samples,
                     pad_id=self.pad_id, eos_token_ids=self.eos_token_ids,
                     prompt_buckets=self.prompt_buckets,
-                    batch_multiple=self.batch_multiple, mesh=self.mesh)
+                    batch_multiple=self.batch_multiple, mesh=self.mesh,
+                    phase_tokens=self.phase_tokens)
