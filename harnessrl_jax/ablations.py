@@ -46,5 +46,5 @@ class UncheckedCritic(Critic):
       new = hops.apply_all(h, cand.ops)
     except HarnessError as e:
       return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None
-    problems = tuple(self._structure(h, new, cand))
+    problems = tuple(self.structural_problems(h, new, cand))
     return Measurement(0.0, None, not problems, problems), new

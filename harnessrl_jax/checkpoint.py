@@ -7,6 +7,10 @@
                                length, data order, running summary)
   WORKDIR/memory/<step>/       the evolver memory at that checkpoint (memory/store.py)
 
+On several processes (distributed.py) all of them save and restore each checkpoint
+together (Orbax writes each process's shards and process 0 the metadata), while
+config.json and the memory directories are written by process 0 alone.
+
 Step s is the state after s completed training steps. Orbax writes each step into a
 temporary directory and renames it when complete, so `latest()` only ever names a
 complete checkpoint; a memory directory is written (atomically) before its checkpoint and
@@ -23,9 +27,11 @@ import shutil
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 
+from harnessrl_jax import distributed
 from harnessrl_jax.errors import ConfigError
 
 CONFIG_FILE = "config.json"
@@ -46,10 +52,8 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
   return {prefix[:-1]: obj}
 
 
-def guard_config(config, workdir: str) -> bool:
-  """Writes WORKDIR/config.json on first use; True if the workdir already held this
-  config. A different config raises ConfigError naming the fields that differ."""
-  os.makedirs(workdir, exist_ok=True)
+def _check_config(config, workdir: str, *, write: bool) -> bool:
+  """True if WORKDIR/config.json holds `config`; writes it when absent and `write`."""
   text = config_text(config)
   digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
   path = os.path.join(workdir, CONFIG_FILE)
@@ -64,6 +68,10 @@ def guard_config(config, workdir: str) -> bool:
     raise ConfigError(f"{workdir} holds a run with another config ({path}); differing "
                       f"fields: {shown}{' ...' if len(diff) > 6 else ''}. Use a new "
                       "--workdir, or rerun with the stored config to resume it")
+  if not write:
+    raise ConfigError(f"{path}: process 0 wrote the run's config there but this process "
+                      "does not see it: --workdir must be on a filesystem every host sees")
+  os.makedirs(workdir, exist_ok=True)
   tmp = path + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:
     json.dump({"sha256": digest, "config": json.loads(text)}, f, indent=1, sort_keys=True)
@@ -73,10 +81,45 @@ def guard_config(config, workdir: str) -> bool:
   return False
 
 
+def guard_config(config, workdir: str) -> bool:
+  """Writes WORKDIR/config.json on first use; True if the workdir already held this
+  config. A different config raises ConfigError naming the fields that differ.
+
+  On several processes process 0 checks and writes, and the others then check what it
+  wrote, so every process refuses the same workdir (all must call this: it holds a
+  barrier).
+  """
+  if not distributed.is_primary():
+    distributed.barrier("config_guard")   # process 0 has checked (and written) it
+    return _check_config(config, workdir, write=False)
+  try:
+    return _check_config(config, workdir, write=True)
+  finally:
+    distributed.barrier("config_guard")   # on a refusal too: the others then refuse alike
+
+
 def state_tree(state, run_key: jax.Array) -> dict[str, Any]:
-  """What Orbax stores of a TrainState (the frozen reference is rebuilt from the model)."""
+  """What Orbax stores of a TrainState (the frozen reference is rebuilt from the model).
+
+  The run key goes in as NumPy: it lives on one device of each process, and Orbax refuses
+  such host-local arrays on several processes.
+  """
   return {"params": state.params, "opt_state": state.opt_state, "step": state.step,
-          "skipped_steps": state.skipped_steps, "key": jax.random.key_data(run_key)}
+          "skipped_steps": state.skipped_steps,
+          "key": np.asarray(jax.random.key_data(run_key))}
+
+
+def restore_target(tree: dict[str, Any]) -> dict[str, Any]:
+  """The abstract tree that restores `tree`'s arrays with their shardings (NumPy leaves
+  come back as NumPy)."""
+  return jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+      if isinstance(x, jax.Array) else x, tree)
+
+
+def run_key_of(tree: dict[str, Any]) -> jax.Array:
+  """The run key a restored `state_tree` holds."""
+  return jax.random.wrap_key_data(np.asarray(tree["key"]))
 
 
 class RunCheckpoints:
@@ -113,14 +156,15 @@ class RunCheckpoints:
 
   def save(self, step: int, tree: dict[str, Any], meta: dict[str, Any], *, memory=None,
            heldout_reward: float | None = None) -> None:
-    if memory is not None:
+    if memory is not None and distributed.is_primary():   # every process holds the same
       memory.save(self.memory_dir(step))
     metrics = None if heldout_reward is None else {METRIC: float(heldout_reward)}
     self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(tree),
                                                     meta=ocp.args.JsonSave(meta)),
                       metrics=metrics, force=True)
     self.manager.wait_until_finished()
-    self._collect_memory()
+    if distributed.is_primary():
+      self._collect_memory()
 
   def restore(self, step: int, abstract_tree: dict[str, Any]) -> tuple[dict, dict]:
     out = self.manager.restore(step, args=ocp.args.Composite(

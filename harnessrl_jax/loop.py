@@ -170,7 +170,9 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   idx = draw(h, draw_key, lr.tasks_per_step)
   tasks = tuple(lr.train_tasks[i] for i in idx)
   prompts = encode_prompts(lr.prompt_builder, tasks, h, training=True)
-  rollout = lr.sampler(state.params, prompts, sampling_params(lr.rollout_cfg), roll_key)
+  # NumPy on every process: on a mesh over several processes the rows live on all of them.
+  rollout = distributed.to_host(lr.sampler(state.params, prompts,
+                                           sampling_params(lr.rollout_cfg), roll_key))
   responses = decode_groups(lr.prompt_builder, rollout, len(tasks), lr.num_samples)
   t1 = time.perf_counter()
   criteria = tuple(h.criteria(t.id) for t in tasks)
@@ -192,8 +194,9 @@ def evaluate(tasks: Sequence[Task], *, sampler, params, prompt_builder, judge, r
              key: jax.Array) -> dict[str, Any]:
   """Greedy responses to held-out tasks scored under their seed rubrics, no guidance."""
   prompts = encode_prompts(prompt_builder, tasks, None, training=False)
-  rollout = sampler(params, prompts, sampling_params(rollout_cfg, greedy=True), key,
-                    num_samples=1)
+  rollout = distributed.to_host(sampler(params, prompts,
+                                        sampling_params(rollout_cfg, greedy=True), key,
+                                        num_samples=1))
   responses = decode_groups(prompt_builder, rollout, len(tasks), 1)
   judged = judge_groups(judge, tasks, responses)
   r, valid = judged.rewards[:, 0], judged.valid[:, 0]

@@ -1,4 +1,5 @@
-"""Run metrics: JSONL rows, TensorBoard scalar event files, terminal lines, the summary.
+"""Run metrics: JSONL rows, TensorBoard scalar event files, terminal lines, the summary,
+and each step's groups for the oracle analysis (eval/oracle.py's logged-groups format).
 
 TensorBoard's event format is written directly (TFRecord framing with masked CRC-32C
 around `Event` protocol buffers holding scalar `Summary` values), so no TensorFlow or
@@ -13,8 +14,16 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
+
+from harnessrl_jax.eval import oracle
+from harnessrl_jax.harness.state import FIELDS
+
+METRICS = "metrics.jsonl"
+GROUPS = "oracle_groups.jsonl"
 
 
 def _crc32c_table() -> list[int]:
@@ -138,17 +147,26 @@ def truncate_lines(path: str, n: int) -> None:
   os.replace(tmp, path)
 
 
+def _append_jsonl(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
+  with open(path, "a", encoding="utf-8") as f:
+    f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    f.flush()
+
+
 class MetricsWriter:
-  """metrics.jsonl (one row per step, flushed) and TensorBoard scalars under tb/."""
+  """metrics.jsonl (one row per step, flushed), TensorBoard scalars under tb/ and the
+  step's groups in oracle_groups.jsonl (`python -m harnessrl_jax.evaluate --groups`)."""
 
   def __init__(self, workdir: str):
-    self.path = os.path.join(workdir, "metrics.jsonl")
+    self.path = os.path.join(workdir, METRICS)
+    self.groups_path = os.path.join(workdir, GROUPS)
     self.events = EventWriter(os.path.join(workdir, "tb"))
 
-  def write(self, row: Mapping[str, Any]) -> None:
-    with open(self.path, "a", encoding="utf-8") as f:
-      f.write(json.dumps(row, sort_keys=True) + "\n")
-      f.flush()
+  def write(self, row: Mapping[str, Any], groups: Sequence[Mapping[str, Any]] = ()) -> None:
+    """One step: its metrics row and its groups (`group_rows`)."""
+    if groups:
+      _append_jsonl(self.groups_path, groups)
+    _append_jsonl(self.path, [row])
     flat = {}
     for k, v in row.items():
       if k == "step":
@@ -194,8 +212,24 @@ def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[
   return out
 
 
-def step_row(rec, elog, evolver_s: float) -> dict[str, Any]:
-  """One metrics.jsonl row of a step."""
+def guidance_shares(mounted) -> dict[str, float]:
+  """Per guidance field, the share of a step's drawn tasks that had it mounted (`mounted`:
+  [drawn tasks, FIELDS] bool, the rows of H_t's guidance_mask): the report's
+  guidance/<field> columns."""
+  m = np.asarray(mounted, bool)
+  return {f: float(m[:, j].mean()) for j, f in enumerate(FIELDS)}
+
+
+def group_rows(rec) -> list[dict[str, Any]]:
+  """A step's groups (`loop.StepRecord`) as lines of the oracle's logged-groups format:
+  the task, its J responses and their training rewards (null where invalid)."""
+  rewards = np.where(rec.judged.valid, rec.judged.rewards, np.nan)
+  return [oracle.group_record(rec.step, task, rec.responses[t], rewards[t])
+          for t, task in enumerate(rec.tasks)]
+
+
+def step_row(rec, elog, evolver_s: float, mounted) -> dict[str, Any]:
+  """One metrics.jsonl row of a step (`mounted` as in `guidance_shares`)."""
   verdicts: dict[str, int] = {}
   for counts in elog.verdicts.values():
     for verdict, n in counts.items():
@@ -206,7 +240,7 @@ def step_row(rec, elog, evolver_s: float) -> dict[str, Any]:
           "unscored": rec.judged.unscored, "response_len": rec.response_len, **rec.metrics,
           "time": {**rec.timings, "evolver_s": evolver_s}, "evolver": verdicts,
           "labels": dict(elog.labels), "harness": elog.digest[:16],
-          "tasks": list(rec.task_indices)}
+          "tasks": list(rec.task_indices), "guidance": guidance_shares(mounted)}
 
 
 def progress_line(row: Mapping[str, Any], total_steps: int) -> str:

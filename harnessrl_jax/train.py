@@ -12,10 +12,19 @@ Everything a run writes goes under --workdir:
   harness_history.jsonl     every applied harness operation (harness/history.py)
   evolver_candidates.jsonl  every measured candidate, accepted or not
   metrics.jsonl, tb/        one row per step; TensorBoard scalars
+  oracle_groups.jsonl       every step's groups (task, J responses, rewards) for
+                            `python -m harnessrl_jax.evaluate --groups=...` (eval/oracle.py)
   summary.json              held-out reward at start and end, update counts, cost split
+  report.md, *.png          the run's report (eval/report.py)
 Rerunning with the same workdir resumes from the last complete checkpoint; what the
 interrupted run wrote after it is dropped, and on CPU the resumed run ends bit-identical
 to an uninterrupted one (tests/test_train_resume.py).
+
+Several processes (hosts) form one run with --coordinator_address, --num_processes and
+--process_id, or the environment distributed.py reads (docs/multihost.md): every process
+runs this driver over one mesh, they refuse to start unless config, code and libraries
+agree, all of them save the Orbax checkpoints together, and only process 0 writes the
+run's other files and prints its progress.
 """
 
 from __future__ import annotations
@@ -37,11 +46,13 @@ from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from harnessrl_jax import cli, harness, loop, metrics
-from harnessrl_jax.checkpoint import RunCheckpoints, guard_config, state_tree
+from harnessrl_jax import cli, distributed, harness, loop, metrics
+from harnessrl_jax.checkpoint import (RunCheckpoints, config_text, guard_config,
+                                      restore_target, run_key_of, state_tree)
 from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.errors import ConfigError, DataError, HarnessError
+from harnessrl_jax.eval import report
 from harnessrl_jax.harness.history import HistoryLog, apply_logged, read_history, replay
 from harnessrl_jax.harness.ops import SetLadder
 from harnessrl_jax.judges.factory import make_judge
@@ -95,7 +106,8 @@ def interleave_domains(tasks: Sequence[Task]) -> tuple[Task, ...]:
 
 
 def check_mesh(mesh_cfg):
-  """The learner's mesh, None for a single device; it must fit the devices there are."""
+  """The learner's mesh, None for a single device; it must fit the devices there are, and
+  on several processes span all of them (each process feeds its own devices' rows)."""
   sizes = {a: int(mesh_cfg.get(a, 1)) for a in ("data", "fsdp", "tensor")}
   fixed = math.prod(s for s in sizes.values() if s > 0)
   have = jax.device_count()
@@ -103,6 +115,11 @@ def check_mesh(mesh_cfg):
     raise ConfigError(f"config.rl.mesh = {sizes} needs {fixed} devices but this run sees "
                       f"{have} ({jax.devices()[0].platform}): lower config.rl.mesh.data / "
                       "fsdp / tensor (or set one of them to -1 to use what is there)")
+  if -1 not in sizes.values() and jax.process_count() > 1 and fixed != have:
+    raise ConfigError(f"config.rl.mesh = {sizes} uses {fixed} of the {have} devices of "
+                      f"{jax.process_count()} processes: a run on several processes needs a "
+                      "mesh over every device; set one axis to -1 (e.g. "
+                      "--config.rl.mesh.fsdp=-1)")
   if -1 not in sizes.values():
     # A fully sized mesh uses that many devices (the first ones), one device none at all.
     return rl_mesh.mesh_from_config(mesh_cfg, jax.devices()[:fixed]) if fixed > 1 else None
@@ -188,9 +205,11 @@ def build_evolve(cfg, workdir: str, *, judge, graphdef, prompt_builder):
   # pylint: enable=g-import-not-at-top
   cal = calibration_of(ev)
   setup_ops = () if cal is None else (SetLadder(tuple(float(x) for x in cal.ladder)),)
-  evolver = build_evolver(cfg, judge=judge, resample=None,
-                          history_log=HistoryLog(os.path.join(workdir, HISTORY)),
-                          candidate_log=os.path.join(workdir, CANDIDATES))
+  primary = distributed.is_primary()   # the others evolve alike but log nothing
+  evolver = build_evolver(
+      cfg, judge=judge, resample=None,
+      history_log=HistoryLog(os.path.join(workdir, HISTORY)) if primary else None,
+      candidate_log=os.path.join(workdir, CANDIDATES) if primary else None)
   ab = cfg.ablation
   if not ab.critic:
     evolver.critic = UncheckedCritic(judge, None, ev, bands=evolver.critic.bands)
@@ -205,6 +224,8 @@ def build_evolve(cfg, workdir: str, *, judge, graphdef, prompt_builder):
 
 
 def params_sha256(params) -> str:
+  """SHA-256 of the leaves' bytes; on several processes give it `distributed.to_host`'s
+  copies (np.asarray fails on an array with shards on other hosts)."""
   m = hashlib.sha256()
   for leaf in jax.tree.leaves(params):
     m.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
@@ -221,12 +242,20 @@ def _json_safe(obj):
   return obj
 
 
+def say(text: str) -> None:
+  """A line on the terminal, from process 0 only."""
+  if distributed.is_primary():
+    print(text, flush=True)
+
+
 def fresh_start(workdir: str, h0, setup_ops, history_log) -> tuple[Any, int]:
-  """A run without a complete checkpoint starts over: logs of an earlier attempt go,
-  the calibration's ops are applied to H_0. Returns (harness, history length)."""
-  for name in (HISTORY, CANDIDATES, "metrics.jsonl"):
-    if os.path.exists(os.path.join(workdir, name)):
-      os.remove(os.path.join(workdir, name))
+  """A run without a complete checkpoint starts over: logs of an earlier attempt go (on
+  process 0, the one that writes them), the calibration's ops are applied to H_0 (logged
+  to `history_log` unless None). Returns (harness, history length)."""
+  if distributed.is_primary():
+    for name in (HISTORY, CANDIDATES, metrics.GROUPS, metrics.METRICS):
+      if os.path.exists(os.path.join(workdir, name)):
+        os.remove(os.path.join(workdir, name))
   h = h0
   for op in setup_ops:
     h, _ = apply_logged(h, op, step=0, log=history_log, measurement={"source": "calibration"})
@@ -234,30 +263,35 @@ def fresh_start(workdir: str, h0, setup_ops, history_log) -> tuple[Any, int]:
 
 
 def resume(ckpts: RunCheckpoints, step: int, state, run_key, h0, workdir: str):
-  """(state, harness, meta) at checkpoint `step`; what the interrupted run wrote after it
-  (history, metrics and candidate lines) is dropped. The harness is H_0 replayed through
-  the checkpoint's share of the history and must match the checkpoint's digest."""
-  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                          state_tree(state, run_key))
-  restored, meta = ckpts.restore(step, abstract)
+  """(state, run key, harness, meta) at checkpoint `step`; what the interrupted run wrote
+  after it (history, metrics, group and candidate lines) is dropped by process 0 before
+  any process reads the history. The harness is H_0 replayed through the checkpoint's
+  share of the history and must match the checkpoint's digest."""
+  restored, meta = ckpts.restore(step, restore_target(state_tree(state, run_key)))
   state = state.replace(params=restored["params"], opt_state=restored["opt_state"],
                         step=restored["step"], skipped_steps=restored["skipped_steps"])
   history_path = os.path.join(workdir, HISTORY)
-  n = int(meta["history_len"])
-  metrics.truncate_lines(history_path, n)
+  n, first = int(meta["history_len"]), int(meta["step"])
+  if distributed.is_primary():
+    metrics.truncate_lines(history_path, n)
+  distributed.barrier("history_truncated")
   h = replay(h0, read_history(history_path) if n else [], source=history_path)
   if harness.digest(h) != meta["harness_digest"]:
     raise HarnessError(f"{workdir}: the harness replayed from {HISTORY} does not match "
                        f"checkpoint {step}; run `python -m harnessrl_jax.audit {workdir}`")
-  first = int(meta["step"])
-  metrics.truncate_jsonl(os.path.join(workdir, "metrics.jsonl"), lambda r: r["step"] < first)
-  metrics.truncate_jsonl(os.path.join(workdir, CANDIDATES), lambda r: r["step"] < first)
-  return state, h, meta
+  if distributed.is_primary():
+    for name in (metrics.METRICS, metrics.GROUPS, CANDIDATES):
+      metrics.truncate_jsonl(os.path.join(workdir, name), lambda r: r["step"] < first)
+  return state, run_key_of(restored), h, meta
 
 
 def run(cfg, workdir: str) -> dict[str, Any]:
-  """Trains (or resumes) the run in `workdir`; returns its summary."""
+  """Trains (or resumes) the run in `workdir`; returns its summary. On several processes
+  every process calls this (after `distributed.initialize`) and gets the same summary."""
   workdir = os.path.abspath(workdir)
+  # A collective: every process must pass it, so it comes before any refusal of one.
+  distributed.check_consistent(distributed.run_digests(config_text(cfg)))
+  primary = distributed.is_primary()
   guard_config(cfg, workdir)
   train_tasks, heldout_tasks = preflight(cfg)
   total_steps = int(cfg.train.steps)
@@ -266,7 +300,7 @@ def run(cfg, workdir: str) -> dict[str, Any]:
   loaded = load_model(cfg.model)
   graphdef, params = nnx.split(loaded.model)
   pb = loaded.prompt_builder
-  print(f"model {cfg.model.source} loaded in {time.perf_counter() - start:.1f}s", flush=True)
+  say(f"model {cfg.model.source} loaded in {time.perf_counter() - start:.1f}s")
   judge_loaded = loaded if cfg.judge.model.to_dict() == cfg.model.to_dict() else None
   judge = make_judge(cfg.judge, loaded=judge_loaded)
   mesh = check_mesh(cfg.rl.mesh)
@@ -284,35 +318,34 @@ def run(cfg, workdir: str) -> dict[str, Any]:
                              state_sharding=shardings)
   logprob_fn = make_logprob_fn(decoder_forward(graphdef), StepConfig.from_config(cfg.rl),
                                mesh=mesh)
-  run_key = jax.random.key(cfg.seed)
-  eval_key = jax.random.fold_in(run_key, -1 & 0x7FFFFFFF)
   learner = loop.Learner(train_tasks, pb, sampler, judge, train_step, logprob_fn,
                          int(cfg.rl.tasks_per_step), int(cfg.rollout.num_samples),
                          int(cfg.rl.num_epochs), cfg.rollout, cfg.rl, mesh)
-  eval_kw = dict(sampler=sampler, prompt_builder=pb, judge=judge, rollout_cfg=cfg.rollout,
-                 key=eval_key)
 
   ckpts = RunCheckpoints(workdir, int(cfg.train.keep_checkpoints))
-  history_log = HistoryLog(os.path.join(workdir, HISTORY))
+  history_log = HistoryLog(os.path.join(workdir, HISTORY)) if primary else None
+  run_key = jax.random.key(cfg.seed)
   latest = ckpts.latest()
   if latest is None:
     h, history_len = fresh_start(workdir, h0, setup_ops, history_log)
-    first = 0
+    first, summary = 0, None
     if memory is not None:
       memory.sync_rubrics(h)
-    summary = metrics.new_summary(loop.evaluate(heldout_tasks, params=state.params,
-                                                **eval_kw))
-    print(f"held-out seed-rubric reward at start: {summary['heldout_start']['reward']}",
-          flush=True)
   else:
-    state, h, meta = resume(ckpts, latest, state, run_key, h0, workdir)
+    state, run_key, h, meta = resume(ckpts, latest, state, run_key, h0, workdir)
     first, history_len, summary = int(meta["step"]), int(meta["history_len"]), meta["summary"]
     if memory is not None:
       memory = type(memory).load(ckpts.memory_dir(latest), cfg.memory, memory.embedder)
-    print(f"resumed {workdir} from checkpoint {latest} (harness "
-          f"{meta['harness_digest'][:12]})", flush=True)
+    say(f"resumed {workdir} from checkpoint {latest} (harness "
+        f"{meta['harness_digest'][:12]})")
+  eval_kw = dict(sampler=sampler, prompt_builder=pb, judge=judge, rollout_cfg=cfg.rollout,
+                 key=jax.random.fold_in(run_key, -1 & 0x7FFFFFFF))
+  if summary is None:   # a fresh start: the held-out reward before any update
+    summary = metrics.new_summary(loop.evaluate(heldout_tasks, params=state.params,
+                                                **eval_kw))
+    say(f"held-out seed-rubric reward at start: {summary['heldout_start']['reward']}")
 
-  writer = metrics.MetricsWriter(workdir)
+  writer = metrics.MetricsWriter(workdir) if primary else None
   log_every, eval_every = int(cfg.train.log_every), int(cfg.train.eval_every)
   ckpt_every = int(cfg.train.checkpoint_every)
   for step in range(first, total_steps):
@@ -323,13 +356,14 @@ def run(cfg, workdir: str) -> dict[str, Any]:
       history_len += 1
     draw_key, roll_key, evolve_key = loop.step_keys(run_key, step)
     state, rec = loop.rl_step(learner, state, h, step, draw_key, roll_key)
+    mounted = np.asarray(h.guidance_mask)[list(rec.task_indices)]   # H_t's, as drawn
     t0 = time.perf_counter()
     h, elog = evolve(h, memory, rec, params=state.params, key=evolve_key)
     evolver_s = time.perf_counter() - t0
     history_len += elog.history_records
 
     summary = metrics.accumulate(summary, rec, elog, evolver_s)
-    row = metrics.step_row(rec, elog, evolver_s)
+    row = metrics.step_row(rec, elog, evolver_s, mounted)
     heldout = None
     if eval_every and (step + 1) % eval_every == 0 and step + 1 < total_steps:
       heldout = loop.evaluate(heldout_tasks, params=state.params, **eval_kw)
@@ -341,7 +375,8 @@ def run(cfg, workdir: str) -> dict[str, Any]:
       row["heldout_reward"] = heldout["reward"]
     # The row goes out before the checkpoint that covers it: a kill in between resumes
     # from the previous checkpoint, which drops the row and writes it again.
-    writer.write(_json_safe(row))
+    if writer is not None:
+      writer.write(_json_safe(row), groups=metrics.group_rows(rec))
     if (step + 1) % ckpt_every == 0 or step + 1 == total_steps or heldout is not None:
       t1 = time.perf_counter()
       meta = {"step": step + 1, "history_len": history_len,
@@ -351,25 +386,32 @@ def run(cfg, workdir: str) -> dict[str, Any]:
                  heldout_reward=None if heldout is None else heldout["reward"])
       row["time"]["checkpoint_s"] = time.perf_counter() - t1
     if step % log_every == 0 or step + 1 == total_steps:
-      print(metrics.progress_line(row, total_steps), flush=True)
+      say(metrics.progress_line(row, total_steps))
 
   summary["steps"] = total_steps
   summary["skipped_updates"] = int(state.skipped_steps)
   summary["harness_digest"] = harness.digest(h)
-  summary["params_sha256"] = params_sha256(state.params)
+  summary["params_sha256"] = params_sha256(distributed.to_host(state.params))
   summary["best_checkpoint"] = ckpts.best()
   summary = _json_safe(summary)
+  ckpts.close()
+  if jax.process_count() > 1:   # each process's end state, to compare across the logs
+    print(f"process {jax.process_index()}/{jax.process_count()} done: harness "
+          f"{summary['harness_digest']} params_sha256 {summary['params_sha256']}", flush=True)
+  if not primary:
+    return summary
   with open(os.path.join(workdir, "summary.json"), "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=2, sort_keys=True)
-  ckpts.close()
   print(metrics.summary_table(summary), flush=True)
   print(f"({workdir}/summary.json)", flush=True)
+  print(f"report: {report.write_report(workdir)}", flush=True)
   return summary
 
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where the run writes everything.")
+distributed.define_flags()
 
 
 def main(argv):
@@ -380,6 +422,10 @@ def main(argv):
     # Orbax and JAX log every save at INFO; the driver prints its own progress lines.
     logging.set_verbosity(logging.WARNING)
   try:
+    spec = distributed.initialize_from_flags()   # before the first array (no-op alone)
+    if spec.multi:
+      print(f"process {jax.process_index()}/{jax.process_count()} joined ({spec.source}): "
+            f"{jax.local_device_count()} local of {jax.device_count()} devices", flush=True)
     run(_CONFIG.value, _WORKDIR.value)
   except HarnessError as e:   # a cause the user can fix: one message, no traceback
     print(f"error: {e}", file=sys.stderr)

@@ -1,10 +1,14 @@
-"""RunCheckpoints keeps the latest N plus the best held-out step, round-trips its trees and
-memory directories; the workdir's config guard."""
+"""RunCheckpoints keeps the latest N plus the best held-out step, round-trips its trees,
+the run key and memory directories; the workdir's config guard."""
 
+import types
+
+import jax
 import numpy as np
 import pytest
 
-from harnessrl_jax.checkpoint import RunCheckpoints, guard_config
+from harnessrl_jax.checkpoint import (RunCheckpoints, guard_config, restore_target,
+                                      run_key_of, state_tree)
 from harnessrl_jax.errors import ConfigError
 
 
@@ -62,3 +66,21 @@ def test_config_guard(tmp_path):
   c2.rollout.num_samples = 2
   with pytest.raises(ConfigError, match=r"rollout\.num_samples: 4 -> 2.*new --workdir"):
     guard_config(c2, str(tmp_path))
+
+
+def test_run_key_round_trips_as_numpy(tmp_path):
+  key = jax.random.fold_in(jax.random.key(7), 3)
+  state = types.SimpleNamespace(params={"w": jax.numpy.arange(3.0)}, opt_state=(),
+                                step=jax.numpy.asarray(5), skipped_steps=jax.numpy.asarray(0))
+  tree = state_tree(state, key)
+  # Orbax refuses host-local jax.Arrays on several processes: the key must be NumPy.
+  assert isinstance(tree["key"], np.ndarray)
+  ck = RunCheckpoints(str(tmp_path))
+  ck.save(1, tree, {"step": 1})
+  restored, _ = ck.restore(1, restore_target(state_tree(state, jax.random.key(0))))
+  ck.close()
+  assert isinstance(restored["key"], np.ndarray)
+  back = run_key_of(restored)
+  np.testing.assert_array_equal(jax.random.key_data(back), jax.random.key_data(key))
+  np.testing.assert_array_equal(jax.random.uniform(back, (4,)), jax.random.uniform(key, (4,)))
+  np.testing.assert_array_equal(np.asarray(restored["params"]["w"]), [0.0, 1.0, 2.0])

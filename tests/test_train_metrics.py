@@ -1,10 +1,19 @@
 """TensorBoard event bytes against the published CRC-32C check value and a hand-encoded
-protobuf; JSONL truncation on resume; the summary table."""
+protobuf; JSONL truncation on resume; the summary table; mounted-guidance shares and the
+logged groups the oracle analysis reads."""
 
 import json
+import os
 import struct
+import types
+
+import numpy as np
 
 from harnessrl_jax import metrics
+from harnessrl_jax.data.loader import load_tasks
+from harnessrl_jax.eval import oracle
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_crc32c_check_value():
@@ -71,3 +80,25 @@ def test_summary_table_names_everything():
   for s in ("start 0.1000", "end 0.3000", "blind 50.0%", "sampling", "accepted    2",
             "RL 30.0s (75%)", "evolver 10.0s (25%)"):
     assert s in text, s
+
+
+def test_guidance_shares_per_field():
+  # Three drawn tasks (one drawn twice): criterion on 2 of 3 draws, critique on 1.
+  mounted = np.array([[True, False, True], [True, False, False], [False, False, False]])
+  assert metrics.guidance_shares(mounted) == {
+      "criterion": 2 / 3, "reference": 0.0, "critique": 1 / 3}
+
+
+def test_group_rows_read_back_as_oracle_groups(tmp_path):
+  tasks = load_tasks(os.path.join(REPO, "data", "train.jsonl"))[:2]
+  rewards = np.array([[0.5, 0.25, 1.0], [0.0, 0.75, 0.5]])
+  valid = np.array([[True, False, True], [True, True, True]])
+  rec = types.SimpleNamespace(step=3, tasks=tasks, responses=(("a", "b", "c"), ("d", "e", "f")),
+                              judged=types.SimpleNamespace(rewards=rewards, valid=valid))
+  w = metrics.MetricsWriter(str(tmp_path))
+  w.write({"step": 3, "reward": 0.5}, groups=metrics.group_rows(rec))
+  groups = oracle.read_groups(str(tmp_path / metrics.GROUPS))
+  assert [(g.step, g.task_id, g.responses) for g in groups] == [
+      (3, tasks[0].id, ("a", "b", "c")), (3, tasks[1].id, ("d", "e", "f"))]
+  np.testing.assert_array_equal(groups[0].rewards, [0.5, np.nan, 1.0])   # invalid: left out
+  np.testing.assert_array_equal(groups[1].rewards, [0.0, 0.75, 0.5])

@@ -74,6 +74,17 @@ def test_mesh_larger_than_the_devices(tmp_path):
     train.run(c, str(tmp_path / "run"))
 
 
+def test_mesh_short_of_the_devices_of_several_processes(monkeypatch):
+  import jax  # pylint: disable=g-import-not-at-top
+  # As process 0 of 2: a mesh of one device would leave the other process's devices idle.
+  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  c = tiny()   # rl.mesh.fsdp = 1
+  with pytest.raises(ConfigError, match=r"uses 1 of the \d+ devices of 2 processes.*-1"):
+    train.check_mesh(c.rl.mesh)
+  c.rl.mesh.fsdp = -1
+  assert train.check_mesh(c.rl.mesh).size == jax.device_count()
+
+
 def test_other_config_in_an_existing_workdir(tmp_path):
   c = tiny()
   c.data.domains = ("astrology",)

@@ -17,6 +17,8 @@ import time
 import numpy as np
 import pytest
 
+from harnessrl_jax.eval import oracle
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -66,7 +68,8 @@ def runs(env_and_data):
   (partial / "garbage").write_bytes(b"\0" * 100)
   if (b / "memory" / "1").exists() and not (b / "memory" / "2").exists():
     shutil.copytree(b / "memory" / "1", b / "memory" / "2")
-  for name in ("harness_history.jsonl", "metrics.jsonl", "evolver_candidates.jsonl"):
+  for name in ("harness_history.jsonl", "metrics.jsonl", "evolver_candidates.jsonl",
+               "oracle_groups.jsonl"):
     with open(b / name, "a", encoding="utf-8") as f:
       f.write('{"step": 1, "cut by the ki')
   resumed = subprocess.run(train_cmd(root, b), cwd=REPO, env=env, capture_output=True,
@@ -108,6 +111,22 @@ def test_end_to_end_writes_a_complete_run(runs):
     assert len(f.readlines()) >= accepted
   assert sorted(os.listdir(a / "checkpoints")) == ["1", "2"]
   assert any(n.startswith("events.out.tfevents") for n in os.listdir(a / "tb"))
+  # What the report and the oracle analysis read: mounted-guidance shares per step, and
+  # the step's groups with their rewards.
+  for r in rows:
+    assert sorted(r["guidance"]) == ["criterion", "critique", "reference"]
+    assert all(0.0 <= v <= 1.0 for v in r["guidance"].values())
+  train_ids = [json.loads(l)["id"] for l in (a.parent / "train.jsonl").read_text().splitlines()]
+  groups = oracle.read_groups(str(a / "oracle_groups.jsonl"))
+  assert [(g.step, g.task_id) for g in groups] == [
+      (r["step"], train_ids[i]) for r in rows for i in r["tasks"]]
+  assert all(len(g.responses) == 4 for g in groups)
+  for r in rows:
+    assert np.isclose(np.nanmean([g.rewards for g in groups if g.step == r["step"]]),
+                      r["reward"], rtol=1e-9)
+  report_md = (a / "report.md").read_text()
+  assert "mean share of drawn tasks with the field mounted" in report_md
+  assert (a / "reward_heldout.png").exists()
 
 
 def test_killed_run_resumes_bit_identical(runs):
@@ -122,7 +141,7 @@ def test_killed_run_resumes_bit_identical(runs):
   assert len(pa) == len(pb) > 0
   for x, y in zip(pa, pb):
     assert np.asarray(x).tobytes() == np.asarray(y).tobytes()
-  for name in ("harness_history.jsonl", "evolver_candidates.jsonl"):
+  for name in ("harness_history.jsonl", "evolver_candidates.jsonl", "oracle_groups.jsonl"):
     assert (a / name).read_text() == (b / name).read_text(), name
   rows = lambda d: [(r["step"], r["reward"], r["loss"], r["tasks"]) for r in
                     map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]

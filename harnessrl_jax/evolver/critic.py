@@ -110,7 +110,7 @@ class Critic:
       new = hops.apply_all(h, cand.ops)
     except HarnessError as e:
       return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None
-    problems = self._structure(h, new, cand)
+    problems = self.structural_problems(h, new, cand)
     if problems:  # not worth a policy query or a regrade
       return Measurement(0.0, self.bands.get(cand.route), False, tuple(problems)), new
     reversal = self._reversal(cand, label, memory, step)
@@ -174,7 +174,9 @@ class Critic:
       return mean_reward(group.criteria, group.scores, group.scored), 0
     return self._grade(group, group.responses, now)
 
-  def _structure(self, old: Harness, new: Harness, cand: Candidate) -> list[str]:
+  def structural_problems(self, old: Harness, new: Harness, cand: Candidate) -> list[str]:
+    """Check (iii) of `new` = `cand` applied to `old`: its invariant problems and the
+    task's removed anchors (empty: structurally valid)."""
     out = [f"(iii) structural: {p}" for p in invariant_problems(new)]
     anchors_old = {c.id for c in old.criteria(cand.task_id) if c.anchor}
     anchors_new = {c.id for c in new.criteria(cand.task_id) if c.anchor}
