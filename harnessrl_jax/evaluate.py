@@ -98,14 +98,15 @@ def load_policy(cfg, run_dir: str, step: int | None):
   _, params = nnx.split(loaded.model)
   if step is None:
     return loaded, params
-  from harnessrl_jax.checkpoint import RunCheckpoints, state_tree
+  from harnessrl_jax.checkpoint import RunCheckpoints, restore_target, state_tree
   from harnessrl_jax.rl.train_state import create_train_state
   from harnessrl_jax.rl.train_step import build_step, decoder_forward
   graphdef, _ = nnx.split(loaded.model)
   tx, _ = build_step(decoder_forward(graphdef), cfg.rl)
   state = create_train_state(params, tx, ref_params=None)
-  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
-                          state_tree(state, jax.random.key(0)))
+  # This process's own (single-device) shardings: the checkpoint's may name devices of a
+  # multi-process run that are not here.
+  abstract = restore_target(state_tree(state, jax.random.key(0)))
   ckpts = RunCheckpoints(run_dir)
   try:
     restored, _ = ckpts.restore(step, abstract)

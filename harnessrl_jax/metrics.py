@@ -250,7 +250,9 @@ def progress_line(row: Mapping[str, Any], total_steps: int) -> str:
           f"loss {row.get('loss', float('nan')):.4g} | accepted {ev.get('accepted', 0)} "
           f"rejected {ev.get('rejected', 0)} | rollout {t.get('rollout_s', 0):.1f}s "
           f"judge {t.get('judge_s', 0):.1f}s update {t.get('update_s', 0):.1f}s "
-          f"evolver {t.get('evolver_s', 0):.1f}s ckpt {t.get('checkpoint_s', 0):.1f}s")
+          f"evolver {t.get('evolver_s', 0):.1f}s ckpt {t.get('checkpoint_s', 0):.1f}s"
+          + (f" | held-out {row['heldout_reward']:.4f}" if row.get("heldout_reward") is not None
+             else ""))
 
 
 def _fmt(x) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging as std_logging
 import math
 import os
 import sys
@@ -421,6 +422,9 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     # Orbax and JAX log every save at INFO; the driver prints its own progress lines.
     logging.set_verbosity(logging.WARNING)
+    # Orbax warns at every save without a held-out reward; only evaluated steps have one.
+    std_logging.getLogger("absl").addFilter(
+        lambda record: "did not provide metrics" not in record.getMessage())
   try:
     spec = distributed.initialize_from_flags()   # before the first array (no-op alone)
     if spec.multi:

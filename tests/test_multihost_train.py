@@ -85,20 +85,17 @@ def _jsonl(path):
 
 
 def _final_params(run_dir, step: int) -> dict:
-  """{path: array} of the parameters in a run's checkpoint, as NumPy in this process
-  (whatever topology saved them)."""
+  """{path: array} of the parameters in a run's checkpoint as `evaluate` loads them in this
+  single process, whatever topology saved them."""
   # pylint: disable=g-import-not-at-top
   import jax
-  import orbax.checkpoint as ocp
-  from harnessrl_jax.checkpoint import RunCheckpoints
+  from flax import nnx
+  from configs.tiny import get_config
+  from harnessrl_jax.evaluate import load_policy
   # pylint: enable=g-import-not-at-top
-  ck = RunCheckpoints(str(run_dir))
-  here = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  out = ck.manager.restore(step, args=ocp.args.Composite(
-      state=ocp.args.StandardRestore(fallback_sharding=here)))
-  ck.close()
-  leaves = jax.tree_util.tree_flatten_with_path(out["state"]["params"])[0]
-  return {jax.tree_util.keystr(p).removesuffix("['value']"): np.asarray(x) for p, x in leaves}
+  _, params = load_policy(get_config(), str(run_dir), step)
+  leaves = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(params))[0]
+  return {jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves}
 
 
 def _initial_params() -> dict:

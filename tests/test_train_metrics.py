@@ -102,3 +102,13 @@ def test_group_rows_read_back_as_oracle_groups(tmp_path):
       (3, tasks[0].id, ("a", "b", "c")), (3, tasks[1].id, ("d", "e", "f"))]
   np.testing.assert_array_equal(groups[0].rewards, [0.5, np.nan, 1.0])   # invalid: left out
   np.testing.assert_array_equal(groups[1].rewards, [0.0, 0.75, 0.5])
+
+
+def test_progress_line_shows_heldout_reward_only_when_evaluated():
+  row = {"step": 4, "reward": 0.25, "loss": 0.01, "evolver": {"accepted": 2, "rejected": 1},
+         "time": {"rollout_s": 1.0, "update_s": 2.0}}
+  line = metrics.progress_line(row, 10)
+  assert line.startswith("step 5/10 reward 0.2500") and "accepted 2 rejected 1" in line
+  assert "held-out" not in line
+  assert metrics.progress_line({**row, "heldout_reward": 0.4375}, 10).endswith(
+      "| held-out 0.4375")
