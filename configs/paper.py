@@ -42,4 +42,5 @@ def get_config():
   c.train.eval_every = 25
   c.train.checkpoint_every = 25
   c.train.keep_checkpoints = 3
+  c.train.oracle_groups_every = 25   # one step's groups are ~10-20 MB at this scale
   return c

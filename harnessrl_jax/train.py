@@ -12,7 +12,8 @@ Everything a run writes goes under --workdir:
   harness_history.jsonl     every applied harness operation (harness/history.py)
   evolver_candidates.jsonl  every measured candidate, accepted or not
   metrics.jsonl, tb/        one row per step; TensorBoard scalars
-  oracle_groups.jsonl       every step's groups (task, J responses, rewards) for
+  oracle_groups.jsonl       the groups (task, J responses, rewards) of every
+                            train.oracle_groups_every-th step, for
                             `python -m harnessrl_jax.evaluate --groups=...` (eval/oracle.py)
   summary.json              held-out reward at start and end, update counts, cost split
   report.md, *.png          the run's report (eval/report.py)
@@ -377,7 +378,9 @@ def run(cfg, workdir: str) -> dict[str, Any]:
     # The row goes out before the checkpoint that covers it: a kill in between resumes
     # from the previous checkpoint, which drops the row and writes it again.
     if writer is not None:
-      writer.write(_json_safe(row), groups=metrics.group_rows(rec))
+      every = int(cfg.train.oracle_groups_every)
+      groups = metrics.group_rows(rec) if every and step % every == 0 else ()
+      writer.write(_json_safe(row), groups=groups)
     if (step + 1) % ckpt_every == 0 or step + 1 == total_steps or heldout is not None:
       t1 = time.perf_counter()
       meta = {"step": step + 1, "history_len": history_len,

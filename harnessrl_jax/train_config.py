@@ -20,6 +20,9 @@ def train_defaults() -> ml_collections.ConfigDict:
     checkpoint_every: a checkpoint every this many steps, and after every held-out
       evaluation and the last step.
     keep_checkpoints: the latest checkpoints kept; the best held-out one is kept besides.
+    oracle_groups_every: write every this many steps' groups (prompt, J responses,
+      rewards) to oracle_groups.jsonl for the oracle analysis; 0: never. At the paper's
+      scale a step's groups are ~10-20 MB.
   """
   t = ml_collections.ConfigDict()
   t.steps = 10
@@ -28,6 +31,7 @@ def train_defaults() -> ml_collections.ConfigDict:
   t.eval_tasks = 0
   t.checkpoint_every = 1
   t.keep_checkpoints = 2
+  t.oracle_groups_every = 1
   return t
 
 
