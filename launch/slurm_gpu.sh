@@ -41,7 +41,7 @@ task='
   export HARNESSRL_COORDINATOR="$head:'"$COORDINATOR_PORT"'"
   export HARNESSRL_NUM_PROCESSES="$SLURM_NTASKS"
   export HARNESSRL_PROCESS_ID="$SLURM_PROCID"
-  exec "$0" -m harnessrl_jax.distributed --then=harnessrl_jax.train -- "$@"
+  exec "$0" -m harnessrl_jax.train "$@"
 '
 cd "$root"
 exec srun --nodes="$NODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \

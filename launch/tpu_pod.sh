@@ -30,7 +30,7 @@ project=()
 
 extra=""
 (($#)) && printf -v extra ' %q' "$@"   # quoted once more for the remote shell
-remote="cd $REPO_DIR && HARNESSRL_AUTO_CLUSTER=1 $PYTHON -m harnessrl_jax.distributed \
---then=harnessrl_jax.train -- --config=$CONFIG --workdir=$WORKDIR$extra"
+remote="cd $REPO_DIR && HARNESSRL_AUTO_CLUSTER=1 $PYTHON -m harnessrl_jax.train \
+--config=$CONFIG --workdir=$WORKDIR$extra"
 exec gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone="$ZONE" "${project[@]}" \
   --worker=all --command="$remote"
