@@ -261,3 +261,20 @@ def test_decode_phases_run_in_order_and_equal_one_loop():
   with pytest.raises(ValueError, match="cover 5 steps"):
     decode_loop.decode([decode_loop.Phase(5, tagged(1))], {}, first, first,
                        decode_loop.row_keys(jax.random.key(0), batch), params, (), PAD)
+
+
+def test_argmax_last_and_gumbel_draw_equal_jax_reference():
+  """The sampler's argmax and Gumbel-max draw are jnp.argmax / jax.random.categorical."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(6, 50)).astype(np.float32)
+  x[1, [3, 7, 20]] = 9.0                       # ties: the first index
+  x[2] = -np.inf                                # all cut: index 0
+  x[3, [11, 30]] = np.nan                       # NaN: the first NaN
+  x[4, 5] = np.inf
+  np.testing.assert_array_equal(sampling.argmax_last(jnp.asarray(x)),
+                                jnp.argmax(jnp.asarray(x), axis=-1))
+  logits = jnp.asarray(rng.normal(size=(64, 300)).astype(np.float32))
+  keys = decode_loop.row_keys(jax.random.key(4), 64)
+  params = sampling.SamplingParams(temperature=1.0, max_new_tokens=1)
+  got, _ = sampling.sample_tokens(logits, keys, params)
+  np.testing.assert_array_equal(got, jax.vmap(jax.random.categorical)(keys, logits))

@@ -107,6 +107,18 @@ def filter_logits(scaled: jax.Array, top_k: int, top_p: float) -> jax.Array:
   return jnp.where(scaled < cutoff, -jnp.inf, scaled)
 
 
+def argmax_last(x: jax.Array) -> jax.Array:
+  """jnp.argmax over the last axis (first index on ties, the first NaN if any), int32.
+
+  Written as two plain reductions because XLA:CPU's argmax (one variadic reduce) took
+  3.5 ms on [32, 49152] logits against 0.6 ms for this: 5% of a SmolLM2 decode step.
+  """
+  best = jnp.max(x, axis=-1, keepdims=True)
+  hit = (x == best) | jnp.isnan(x)
+  index = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+  return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
+
+
 def sample_tokens(logits: jax.Array, keys: jax.Array,
                   params: SamplingParams) -> tuple[jax.Array, jax.Array]:
   """Picks one token per row.
@@ -121,12 +133,14 @@ def sample_tokens(logits: jax.Array, keys: jax.Array,
   """
   logits = logits.astype(jnp.float32)
   if params.greedy:
-    tokens = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    tokens = argmax_last(logits)
     logprobs_all = jax.nn.log_softmax(logits, axis=-1)
   else:
     scaled = logits / params.temperature
     logprobs_all = jax.nn.log_softmax(scaled, axis=-1)
     filtered = filter_logits(scaled, params.top_k, params.top_p)
-    tokens = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
+    # Gumbel-max, exactly as jax.random.categorical draws it, with the faster argmax.
+    noise = jax.vmap(lambda k: jax.random.gumbel(k, filtered.shape[-1:], filtered.dtype))(keys)
+    tokens = argmax_last(filtered + noise)
   logprobs = jnp.take_along_axis(logprobs_all, tokens[:, None], axis=-1)[:, 0]
   return tokens, logprobs
