@@ -10,7 +10,7 @@ import torch
 import transformers
 import jax.numpy as jnp
 
-from harnessrl_jax.models import hf_io
+from harnessrl_jax.models import hf_io, kv_cache
 from harnessrl_jax.models.kv_cache import init_cache
 
 TOL = 1e-4
@@ -158,9 +158,9 @@ def test_cached_prefill_and_decode_match_full_forward(pair):
   np.testing.assert_allclose(got[mask], full[mask], atol=TOL, rtol=0)
 
 
-def test_decode_reading_only_filled_slots_with_per_layer_weights(pair):
-  """attend_slots (read the filled prefix of the cache only) and layer_params (weights
-  sliced per layer once) are what the sampler decodes with: same logits as HF."""
+def test_decode_cache_with_per_layer_weights_matches(pair):
+  """What the sampler decodes with: a prompt-sized prefill, the cache converted to the
+  decode layouts (DecodeCache) and grown in two phases, per-layer weights: HF's logits."""
   ref, ours, cfg = pair
   b, prompt_len, steps = 2, 10, 5
   tokens = _batch(5, b, prompt_len + steps, cfg.vocab_size)
@@ -171,15 +171,17 @@ def test_decode_reading_only_filled_slots_with_per_layer_weights(pair):
   layer_params = ours.layer_states()
   assert (layer_params is None) == (not cfg.scan_layers)
 
-  cache = init_cache(cfg, b, max_len=prompt_len + steps + 7)
   logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
-                       mask[:, :prompt_len], cache, attend_slots=prompt_len)
+                       mask[:, :prompt_len], init_cache(cfg, b, max_len=prompt_len))
+  cache = kv_cache.to_decode_cache(cache)
   got = [np.asarray(logits)]
   for i in range(prompt_len, prompt_len + steps):
+    if i in (prompt_len, prompt_len + 2):   # phases of 2 and 3 steps, the last one roomy
+      cache = kv_cache.grow(cache, i + (2 if i == prompt_len else 4))
     logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache,
-                         attend_slots=i + 1, layer_params=layer_params)
+                         layer_params=layer_params)
     got.append(np.asarray(logits))
+  assert int(cache.index) == prompt_len + steps and cache.max_len == prompt_len + steps + 1
   np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=TOL, rtol=0)
-  with pytest.raises(ValueError, match="attend_slots"):
-    ours(tokens[:, :prompt_len], positions[:, :prompt_len], mask[:, :prompt_len],
-         init_cache(cfg, b, max_len=prompt_len + 1), attend_slots=prompt_len - 1)
+  with pytest.raises(ValueError, match="grow"):
+    kv_cache.grow(cache, prompt_len)

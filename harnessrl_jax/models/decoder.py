@@ -9,9 +9,8 @@ Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
     attention_mask, query t attends slot s iff cache.mask[b, s] and s <= index + t; the
     returned cache has index + T. Prefill is one call with the whole prompt, decode T=1.
     layer_params (optional): `layer_states()`, used instead of the stacked weights (decode).
-    attend_slots (static int, optional): read only cache slots [0, attend_slots); the
-    caller promises index + T <= attend_slots (later slots are empty). Decode cost grows
-    with the slots read, so the sampler passes the filled length rather than the buffer's.
+    cache may also be a kv_cache.DecodeCache (the sampler's decode loop): the same
+    contract in the layouts decode attention reads in place.
   hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
   logits == hidden_states @ unembed_matrix in float32.
 
@@ -26,7 +25,7 @@ from flax import nnx
 
 from harnessrl_jax.models import layers
 from harnessrl_jax.models.config import ModelConfig
-from harnessrl_jax.models.kv_cache import KVCache
+from harnessrl_jax.models.kv_cache import DecodeCache, KVCache
 
 
 def _run_block(graphdef, state, x, cos, sin, allowed, kv):
@@ -85,8 +84,8 @@ class Decoder(nnx.Module):
     stacked = nnx.state(self.layers)
     return [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(self.cfg.num_layers)]
 
-  def _forward(self, tokens, positions, attention_mask, cache: KVCache | None,
-               attend_slots: int | None = None, layer_params: list[nnx.State] | None = None):
+  def _forward(self, tokens, positions, attention_mask, cache: KVCache | DecodeCache | None,
+               layer_params: list[nnx.State] | None = None):
     cfg = self.cfg
     dtype = jnp.dtype(cfg.dtype)
     tokens = jnp.asarray(tokens, jnp.int32)
@@ -99,21 +98,20 @@ class Decoder(nnx.Module):
       causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
       allowed = causal[None] & attention_mask[:, None, :]
       new_mask = index = k_cache = v_cache = None
+      decode = False
     else:
+      decode = isinstance(cache, DecodeCache)
       index = cache.index
       new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
-      read = cache.max_len if attend_slots is None else int(attend_slots)
-      if not t <= read <= cache.max_len:
-        raise ValueError(f"attend_slots={attend_slots}: need {t} <= it <= {cache.max_len}")
-      slots = jnp.arange(read)
+      slots = jnp.arange(cache.max_len)
       causal = slots[None, :] <= (index + jnp.arange(t))[:, None]
-      allowed = causal[None] & new_mask[:, None, :read]
+      allowed = causal[None] & new_mask[:, None, :]
       k_cache, v_cache = cache.k, cache.v
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
     if layer_params is not None:
       graphdef = nnx.graphdef(self.layers)
       for i, state in enumerate(layer_params):
-        kv = None if cache is None else (k_cache, v_cache, i, index)
+        kv = None if cache is None else (k_cache, v_cache, i, index, decode)
         x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
@@ -122,7 +120,7 @@ class Decoder(nnx.Module):
 
       def body(carry, state):
         x, k_cache, v_cache, layer = carry
-        kv = None if k_cache is None else (k_cache, v_cache, layer, index)
+        kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode)
         x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
@@ -132,7 +130,7 @@ class Decoder(nnx.Module):
           body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), stacked)
     else:
       for i, block in enumerate(self.layers):
-        kv = None if cache is None else (k_cache, v_cache, i, index)
+        kv = None if cache is None else (k_cache, v_cache, i, index, decode)
         graphdef, state = nnx.split(block)
         x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
@@ -140,15 +138,16 @@ class Decoder(nnx.Module):
     h = self.norm(x)
     if cache is None:
       return h, None
-    return h, KVCache(k=k_cache, v=v_cache, mask=new_mask, index=index + t)
+    return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t)
 
   def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
     """[B,T,D] final-norm outputs (activation dtype), no cache."""
     return self._forward(tokens, positions, attention_mask, None)[0]
 
-  def __call__(self, tokens, positions, attention_mask, cache: KVCache | None = None, *,
-               attend_slots: int | None = None, layer_params: list[nnx.State] | None = None):
-    h, cache = self._forward(tokens, positions, attention_mask, cache, attend_slots, layer_params)
+  def __call__(self, tokens, positions, attention_mask,
+               cache: KVCache | DecodeCache | None = None, *,
+               layer_params: list[nnx.State] | None = None):
+    h, cache = self._forward(tokens, positions, attention_mask, cache, layer_params)
     logits = jnp.einsum("btd,dv->btv", h, self.unembed_matrix().astype(h.dtype),
                         preferred_element_type=jnp.float32)
     return logits, cache

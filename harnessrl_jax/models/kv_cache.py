@@ -34,3 +34,39 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCach
   shape = (cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim)
   return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
                  mask=jnp.zeros((batch, max_len), bool), index=jnp.zeros((), jnp.int32))
+
+
+@struct.dataclass
+class DecodeCache:
+  """A KVCache in the layouts decode attention reads in place: k [L, B, kv_heads, S,
+  head_dim], v [L, B, kv_heads, head_dim, S]; mask and index as in KVCache.
+
+  XLA:CPU otherwise copies each layer's K and V into these layouts at every decoded token
+  (measured: 21.5 -> 14.7 ms of attention per SmolLM2 step at 143 slots). The sampler
+  converts its prefilled cache once and grows it per decode phase (`grow`), so attention
+  reads only slots that can be filled.
+  """
+  k: jax.Array
+  v: jax.Array
+  mask: jax.Array
+  index: jax.Array
+
+  @property
+  def max_len(self) -> int:
+    return self.mask.shape[1]
+
+
+def to_decode_cache(cache: KVCache) -> DecodeCache:
+  """The same slots and contents in the decode layouts (one copy)."""
+  return DecodeCache(k=jnp.transpose(cache.k, (0, 1, 3, 2, 4)),
+                     v=jnp.transpose(cache.v, (0, 1, 3, 4, 2)),
+                     mask=cache.mask, index=cache.index)
+
+
+def grow(cache: DecodeCache, max_len: int) -> DecodeCache:
+  """`cache` with empty (masked) slots appended up to `max_len` (one copy)."""
+  extra = max_len - cache.max_len
+  if extra < 0:
+    raise ValueError(f"grow: the cache has {cache.max_len} slots, more than {max_len}")
+  pad = lambda x, axis: jnp.pad(x, [(0, extra if a == axis else 0) for a in range(x.ndim)])
+  return cache.replace(k=pad(cache.k, 3), v=pad(cache.v, 4), mask=pad(cache.mask, 1))

@@ -124,12 +124,12 @@ class Attention(nnx.Module):
 
   def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, allowed: jax.Array,
                kv: tuple[jax.Array, jax.Array, int, jax.Array] | None):
-    """x [B,T,D]; allowed [B,T,S'] (query t may see key/slot s).
+    """x [B,T,D]; allowed [B,T,S] (query t may see key/slot s).
 
-    kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index) with caches
-    [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of `layer`, and the
-    queries read the first S' = allowed.shape[-1] <= S slots (attention cost is linear in
-    the slots read, so a caller that knows the later slots are empty passes a shorter S').
+    kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index, decode)
+    with caches [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of
+    `layer`, and the queries read every slot. decode True: the caches are a DecodeCache's (k [L,B,K,S,hd],
+    v [L,B,K,hd,S]), read whole and in place.
     Returns (out [B,T,D], updated (k_cache, v_cache) or None).
     """
     cfg = self.cfg
@@ -140,25 +140,40 @@ class Attention(nnx.Module):
     if self.q_norm is not None:
       q, k = self.q_norm(q), self.k_norm(k)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    new_kv = None
-    if kv is not None:
-      k_cache, v_cache, layer, index = kv
-      start = (layer, 0, index, 0, 0)
-      k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
-      v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
-      read = allowed.shape[-1]
-      k = k_cache[layer, :, :read].astype(x.dtype)
-      v = v_cache[layer, :, :read].astype(x.dtype)
-      new_kv = (k_cache, v_cache)
     groups = cfg.num_heads // cfg.num_kv_heads
     # Query head h uses KV head h // groups (HF's repeat_kv order).
     q = q.reshape(b, t, cfg.num_kv_heads, groups, cfg.head_dim)
+    if kv is not None and kv[4]:
+      k_cache, v_cache, layer, index, _ = kv
+      k_cache = jax.lax.dynamic_update_slice(
+          k_cache, jnp.transpose(k, (0, 2, 1, 3))[None].astype(k_cache.dtype),
+          (layer, 0, 0, index, 0))
+      v_cache = jax.lax.dynamic_update_slice(
+          v_cache, jnp.transpose(v, (0, 2, 3, 1))[None].astype(v_cache.dtype),
+          (layer, 0, 0, 0, index))
+      scores = jnp.einsum("btkgd,bksd->bkgts", q, k_cache[layer].astype(x.dtype),
+                          preferred_element_type=jnp.float32)
+      out = jnp.einsum("bkgts,bkds->btkgd", self._probs(scores, allowed, x.dtype),
+                       v_cache[layer].astype(x.dtype))
+      return (self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)),
+              (k_cache, v_cache))
+    new_kv = None
+    if kv is not None:
+      k_cache, v_cache, layer, index, _ = kv
+      start = (layer, 0, index, 0, 0)
+      k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
+      v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
+      k, v = k_cache[layer].astype(x.dtype), v_cache[layer].astype(x.dtype)
+      new_kv = (k_cache, v_cache)
     scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
-    scores = scores * (1.0 / math.sqrt(cfg.head_dim))
-    scores = jnp.where(allowed[:, None, None, :, :], scores, _MASKED)
-    probs = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    out = jnp.einsum("bkgts,bskd->btkgd", self._probs(scores, allowed, x.dtype), v)
     return self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)), new_kv
+
+  def _probs(self, scores: jax.Array, allowed: jax.Array, dtype) -> jax.Array:
+    """softmax over the keys of scores [B,K,G,T,S] / sqrt(hd), masked where not allowed."""
+    scores = scores * (1.0 / math.sqrt(self.cfg.head_dim))
+    scores = jnp.where(allowed[:, None, None, :, :], scores, _MASKED)
+    return jax.nn.softmax(scores, axis=-1).astype(dtype)
 
 
 class MLP(nnx.Module):

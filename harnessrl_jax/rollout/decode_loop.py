@@ -4,9 +4,10 @@ Model-agnostic: it takes `apply_fn(tokens[B,1], positions[B,1], attention_mask[B
 -> (logits[B,1,V], cache)` and any cache pytree, so it is tested with toy logit functions as
 well as the decoder. Call it inside `jit`: the cache is a loop carry, updated in place.
 
-The steps may be split into phases, each its own loop with its own apply_fn: the sampler
-uses this to let phase i attend only to the cache slots filled by its end (attention cost
-is linear in the slots read; a single loop would read the whole buffer every step).
+The steps may be split into phases, each its own loop with its own apply_fn and an
+optional function that re-sizes the cache on entry: the sampler uses this to let phase i
+attend only to the cache slots filled by its end (attention cost is linear in the slots
+read; a single loop would read the whole buffer every step).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class DecodeOutput(NamedTuple):
 class Phase(NamedTuple):
   steps: int         # decode steps this phase runs (at most)
   apply_fn: ApplyFn  # the model step used during them
+  enter: Callable[[Any], Any] | None = None  # applied to the cache before the phase
 
 
 def row_keys(key: jax.Array, num_rows: int, first_row: int = 0) -> jax.Array:
@@ -102,6 +104,8 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
   for phase in phases:
     if phase.steps:
       end += phase.steps
+      if phase.enter is not None:
+        carry = (carry[0], phase.enter(carry[1])) + carry[2:]
       carry = jax.lax.while_loop(functools.partial(cond, end),
                                  functools.partial(body, phase.apply_fn), carry)
   _, cache, _, _, tokens, logprobs, done, lengths = carry

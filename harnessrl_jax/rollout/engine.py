@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from harnessrl_jax.errors import HarnessError
-from harnessrl_jax.models.kv_cache import init_cache
+from harnessrl_jax.models.kv_cache import DecodeCache, grow, init_cache, to_decode_cache
 from harnessrl_jax.rollout import batching, decode_loop
 from harnessrl_jax.rollout.sampling import SamplingParams
 
@@ -101,24 +101,31 @@ def _constrain(x: jax.Array, mesh: Mesh | None, batch_dim: int) -> jax.Array:
   return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
 
 
-def decode_phases(model, width: int, max_new_tokens: int,
-                  phase_tokens: int) -> list[decode_loop.Phase]:
-  """The decode loop's phases: `phase_tokens` steps each, each attending only to the cache
-  slots filled by its end (step t writes slot width - 1 + t).
+def decode_phases(model, width: int, max_new_tokens: int, phase_tokens: int,
+                  mesh: Mesh | None = None) -> list[decode_loop.Phase]:
+  """The decode loop's phases: `phase_tokens` steps each; entering phase i grows the
+  cache (a DecodeCache) to the slots filled by the phase's end (step t writes slot
+  width - 1 + t), and attention reads exactly those.
 
   Attention over the cache costs time linear in the slots read, so this reads on average
-  about half the generated part instead of all of it; each phase compiles its own loop.
-  Stacked (scanned) layer weights are sliced once here, not once per token (see
-  `Decoder.layer_states`).
+  about half the generated part instead of all of it; each phase compiles its own loop and
+  re-sizes the cache once. Stacked (scanned) layer weights are sliced once here, not once
+  per token (see `Decoder.layer_states`).
   """
-  layer_params = model.layer_states()
+  apply_fn = functools.partial(model, layer_params=model.layer_states())
   phases, done = [], 0
   while done < max_new_tokens:
     steps = min(phase_tokens, max_new_tokens - done)
     done += steps
-    phases.append(decode_loop.Phase(steps, functools.partial(
-        model, attend_slots=width - 1 + done, layer_params=layer_params)))
+    enter = functools.partial(_grow_cache, max_len=width - 1 + done, mesh=mesh)
+    phases.append(decode_loop.Phase(steps, apply_fn, enter))
   return phases
+
+
+def _grow_cache(cache: DecodeCache, *, max_len: int, mesh: Mesh | None) -> DecodeCache:
+  cache = grow(cache, max_len)
+  return cache.replace(k=_constrain(cache.k, mesh, 1), v=_constrain(cache.v, mesh, 1),
+                       mask=_constrain(cache.mask, mesh, 0))
 
 
 def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingParams,
@@ -133,16 +140,15 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
   positions = _positions(mask)
   # The last prompt token is fed by the decode loop's first step, which yields the logits
   # of the first response token; the prefill's own logits are unused and compiled away.
-  cache = init_cache(cfg, rows, width - 1 + sampling.max_new_tokens)
+  # Prefill fills the prompt's width - 1 slots; each decode phase then grows the cache.
+  cache = init_cache(cfg, rows, width - 1)
   if width > 1:
-    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache,
-                     attend_slots=width - 1)
+    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
   rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
-  cache = cache.replace(k=_constrain(rep(cache.k, 1), mesh, 1),
-                        v=_constrain(rep(cache.v, 1), mesh, 1),
-                        mask=_constrain(rep(cache.mask, 0), mesh, 0))
+  cache = to_decode_cache(cache.replace(k=rep(cache.k, 1), v=rep(cache.v, 1),
+                                        mask=rep(cache.mask, 0)))
   keys = decode_loop.row_keys(key, rows * num_samples)
-  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens)
+  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh)
   out, _ = decode_loop.decode(phases, cache,
                               rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
                               keys, sampling, stop_ids, pad_id)
