@@ -110,9 +110,14 @@ def test_missing_file_names_benchmark_and_path(tmp_path):
                     '{"key": "B", "value": "y"}], "answer_idx": "B"}\n')
   assert mcq.load_medqa(str(bigbio))[0].options == (("A", "x"), ("B", "y"))
   bad = tmp_path / "medqa.jsonl"
-  bad.write_text('{"question": "q", "options": {"A": "x"}, "answer_idx": "B"}\n')
-  with pytest.raises(DataError, match=r"medqa.jsonl:1: answer_idx"):
+  bad.write_text('{"question": "q", "options": {"A": "x"}, "answer_idx": "B"}\n\n{oops\n')
+  with pytest.raises(DataError, match=r"medqa.jsonl:1: answer_idx[\s\S]*medqa.jsonl:3: not JSON"):
     mcq.load_medqa(str(bad))
+  with pytest.raises(DataError, match=r"ifbench.jsonl:2: not JSON"):
+    bad_if = tmp_path / "ifbench.jsonl"
+    bad_if.write_text(open(os.path.join(FIX, "eval_ifbench.jsonl"), encoding="utf-8")
+                      .readline() + "[1,\n")
+    protocols.import_tasks("IFBench", str(bad_if), "ifbench")
 
 
 def test_rolebench_rouge():

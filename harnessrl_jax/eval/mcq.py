@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 
@@ -40,7 +39,7 @@ import numpy as np
 
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import DataError
-from harnessrl_jax.eval.common import require_file
+from harnessrl_jax.eval.common import json_rows, require_file
 
 LETTERS = "ABCDEFGHIJ"
 INSTRUCTION = ("Answer the following multiple-choice question. Think briefly, then give "
@@ -109,32 +108,23 @@ def load_medqa(path: str) -> tuple[ChoiceItem, ...]:
   """MedQA JSONL -> items; every malformed line is reported as FILE:LINE: problem."""
   require_file("MedQA", path)
   items, problems = [], []
-  with open(path, encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{n}"
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError as e:
-        problems.append(f"{where}: not JSON ({e.msg})")
-        continue
-      options = row.get("options") if isinstance(row, dict) else None
-      if isinstance(options, list) and all(isinstance(o, dict) for o in options):
-        options = {o.get("key"): o.get("value") for o in options}   # the bigbio layout
-      if not isinstance(options, dict) or not options or not all(
-          isinstance(k, str) and k in LETTERS and isinstance(v, str) for k, v in options.items()):
-        problems.append(f"{where}: options: must map letters A.. to option texts")
-        continue
-      answer = row.get("answer_idx")
-      if answer not in options:
-        problems.append(f"{where}: answer_idx: {answer!r} is not one of {sorted(options)}")
-        continue
-      if not isinstance(row.get("question"), str) or not row["question"].strip():
-        problems.append(f"{where}: question: must be a non-empty string")
-        continue
-      items.append(ChoiceItem(f"medqa/{n}", row["question"], tuple(sorted(options.items())),
-                              answer))
+  for n, where, row in json_rows(path, problems):
+    options = row.get("options") if isinstance(row, dict) else None
+    if isinstance(options, list) and all(isinstance(o, dict) for o in options):
+      options = {o.get("key"): o.get("value") for o in options}   # the bigbio layout
+    if not isinstance(options, dict) or not options or not all(
+        isinstance(k, str) and k in LETTERS and isinstance(v, str) for k, v in options.items()):
+      problems.append(f"{where}: options: must map letters A.. to option texts")
+      continue
+    answer = row.get("answer_idx")
+    if answer not in options:
+      problems.append(f"{where}: answer_idx: {answer!r} is not one of {sorted(options)}")
+      continue
+    if not isinstance(row.get("question"), str) or not row["question"].strip():
+      problems.append(f"{where}: question: must be a non-empty string")
+      continue
+    items.append(ChoiceItem(f"medqa/{n}", row["question"], tuple(sorted(options.items())),
+                            answer))
   if problems:
     raise DataError(problems)
   return tuple(items)

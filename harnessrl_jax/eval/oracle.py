@@ -45,6 +45,7 @@ from harnessrl_jax.data.loader import parse_task
 from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Message, Task
 from harnessrl_jax.errors import DataError
+from harnessrl_jax.eval.common import json_rows
 from harnessrl_jax.judges.client import ServerError, TextClient
 from harnessrl_jax.judges.prompt import fence, render_conversation
 
@@ -207,25 +208,20 @@ def _rewards(row: dict, weights: np.ndarray | None, num: int, where: str) -> tup
 def read_groups(path: str) -> tuple[Group, ...]:
   """Logged groups (format in the module docstring); every bad line is reported."""
   groups, problems = [], []
-  with open(path, encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{n}"
-      try:
-        row = json.loads(line)
-        responses = row.get("responses")
-        if not isinstance(responses, list) or len(responses) < 2 or \
-            not all(isinstance(x, str) for x in responses):
-          raise DataError([f"{where}: responses: must be a list of at least 2 strings"])
-        prompt, task_id, weights = _prompt(row, where)
-        rewards = _rewards(row, weights, len(responses), where)
-        groups.append(Group(int(row.get("step", 0)), task_id, prompt, tuple(responses),
-                            rewards))
-      except json.JSONDecodeError as e:
-        problems.append(f"{where}: not JSON ({e.msg})")
-      except DataError as e:
-        problems.extend(e.problems)
+  for _, where, row in json_rows(path, problems):
+    try:
+      if not isinstance(row, dict):
+        raise DataError([f"{where}: must be a JSON object"])
+      responses = row.get("responses")
+      if not isinstance(responses, list) or len(responses) < 2 or \
+          not all(isinstance(x, str) for x in responses):
+        raise DataError([f"{where}: responses: must be a list of at least 2 strings"])
+      prompt, task_id, weights = _prompt(row, where)
+      rewards = _rewards(row, weights, len(responses), where)
+      groups.append(Group(int(row.get("step", 0)), task_id, prompt, tuple(responses),
+                          rewards))
+    except DataError as e:
+      problems.extend(e.problems)
   if problems:
     raise DataError(problems)
   return tuple(groups)

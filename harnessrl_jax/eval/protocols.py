@@ -24,7 +24,6 @@ whose per-item scores let `stats.compare` pair two runs or checkpoints item by i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,7 +35,7 @@ from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.errors import DataError
 from harnessrl_jax.eval import mcq
-from harnessrl_jax.eval.common import Generate, require_file
+from harnessrl_jax.eval.common import Generate, json_rows, require_file
 from harnessrl_jax.eval.rouge import rouge_l_multi
 
 
@@ -88,17 +87,11 @@ def import_tasks(benchmark: str, path: str, fmt: str) -> tuple[Task, ...]:
   """Upstream JSONL -> tasks through the named importer; bad lines are FILE:LINE problems."""
   require_file(benchmark, path)
   convert, tasks, problems = IMPORTERS[fmt], [], []
-  with open(path, encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{n}"
-      try:
-        tasks.append(parse_task(convert(json.loads(line)), where=where))
-      except json.JSONDecodeError as e:
-        problems.append(f"{where}: not JSON ({e.msg})")
-      except DataError as e:
-        problems.extend(p if p.startswith(path) else f"{where}: {p}" for p in e.problems)
+  for _, where, row in json_rows(path, problems):
+    try:
+      tasks.append(parse_task(convert(row), where=where))
+    except DataError as e:
+      problems.extend(p if p.startswith(path) else f"{where}: {p}" for p in e.problems)
   if problems:
     raise DataError(problems)
   return tuple(tasks)
