@@ -20,8 +20,7 @@ import ml_collections
 from harnessrl_jax import harness
 from harnessrl_jax.checkpoint import CONFIG_FILE, RunCheckpoints
 from harnessrl_jax.errors import DataError, HarnessError
-from harnessrl_jax.harness.history import read_history
-from harnessrl_jax.harness.ops import apply
+from harnessrl_jax.harness.history import ReplayDivergence, read_history, replay
 
 HISTORY = "harness_history.jsonl"
 
@@ -65,23 +64,12 @@ def audit(run_dir: str) -> dict[str, Any]:
         raise AuditFailure(f"checkpoint {s}: harness digest {metas[s]['harness_digest'][:12]} "
                            f"!= replay {d[:12]} after {n} history records (step {s})")
 
-  current = harness.digest(h)
   check_checkpoints(0, h)
-  for n, rec in enumerate(records, 1):
-    where = f"{history_path}:{n}: step {rec.step} ({rec.op.kind})"
-    if rec.digest_before != current:
-      raise AuditFailure(f"first divergent step {rec.step}: {where}: digest_before "
-                         f"{rec.digest_before[:12]} != replay {current[:12]}")
-    try:
-      h = apply(h, rec.op)
-    except HarnessError as e:
-      raise AuditFailure(f"first divergent step {rec.step}: {where}: the operation is "
-                         f"illegal on replay: {e}") from None
-    current = harness.digest(h)
-    if rec.digest_after != current:
-      raise AuditFailure(f"first divergent step {rec.step}: {where}: digest_after "
-                         f"{rec.digest_after[:12]} != replay {current[:12]}")
-    check_checkpoints(n, h)
+  try:
+    h = replay(h, records, source=history_path, after_record=check_checkpoints)
+  except ReplayDivergence as e:
+    raise AuditFailure(f"first divergent step {e.step}: {e}") from None
+  current = harness.digest(h)
   if steps:
     last = metas[steps[-1]]
     if int(last["history_len"]) > len(records):

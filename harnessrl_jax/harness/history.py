@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from harnessrl_jax.data.frozen import FrozenMap, freeze, thaw
@@ -107,25 +107,40 @@ def read_history(path: str | os.PathLike) -> list[HistoryRecord]:
   return records
 
 
-def replay(h0: Harness, records: Iterable[HistoryRecord], *,
-           source: str = "history") -> Harness:
+class ReplayDivergence(HarnessError):
+  """A history record that does not replay; `step` is its training step."""
+
+  def __init__(self, message: str, step: int):
+    super().__init__(message)
+    self.step = step
+
+
+def replay(h0: Harness, records: Iterable[HistoryRecord], *, source: str = "history",
+           after_record: Callable[[int, Harness], None] | None = None) -> Harness:
   """Applies `records` to H_0, checking each digest; returns H_T.
 
-  Raises HarnessError naming `source`:LINE (1-based record number) and the step of the
-  first record whose digest_before or digest_after does not match.
+  Raises ReplayDivergence naming `source`:LINE (1-based record number) and the step of the
+  first record whose digest_before or digest_after does not match, or whose operation is
+  illegal. `after_record(n, H)` runs after the n-th record replays (the audit checks
+  checkpoints there).
   """
   h, current = h0, digest(h0)
   for n, rec in enumerate(records, 1):
     where = f"{source}:{n} (step {rec.step}, {rec.op.kind})"
     if rec.digest_before != current:
-      raise HarnessError(f"{where}: digest_before {rec.digest_before[:12]} does not match "
-                         f"the replayed harness {current[:12]}; the log diverges here")
+      raise ReplayDivergence(f"{where}: digest_before {rec.digest_before[:12]} does not "
+                             f"match the replayed harness {current[:12]}; the log diverges "
+                             "here", rec.step)
     try:
       h = apply(h, rec.op)
     except HarnessError as e:
-      raise HarnessError(f"{where}: the logged operation is illegal on replay: {e}") from None
+      raise ReplayDivergence(f"{where}: the logged operation is illegal on replay: {e}",
+                             rec.step) from None
     current = digest(h)
     if rec.digest_after != current:
-      raise HarnessError(f"{where}: digest_after {rec.digest_after[:12]} does not match "
-                         f"the replayed harness {current[:12]}; the log diverges here")
+      raise ReplayDivergence(f"{where}: digest_after {rec.digest_after[:12]} does not match "
+                             f"the replayed harness {current[:12]}; the log diverges here",
+                             rec.step)
+    if after_record is not None:
+      after_record(n, h)
   return h
