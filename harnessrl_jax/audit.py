@@ -10,19 +10,21 @@ the first divergent step otherwise (2 for a run directory that cannot be read).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import ml_collections
 
 from harnessrl_jax import harness
-from harnessrl_jax.checkpoint import CONFIG_FILE, RunCheckpoints
+from harnessrl_jax.checkpoint import RunCheckpoints
+from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import DataError, HarnessError
 from harnessrl_jax.harness.history import ReplayDivergence, read_history, replay
-
-HISTORY = "harness_history.jsonl"
+from harnessrl_jax.run_files import CONFIG, HISTORY
 
 
 class AuditFailure(HarnessError):
@@ -30,13 +32,12 @@ class AuditFailure(HarnessError):
 
 
 def _h0(run_dir: str) -> harness.Harness:
-  from harnessrl_jax.train import load_split  # pylint: disable=g-import-not-at-top
-  path = os.path.join(run_dir, CONFIG_FILE)
+  path = os.path.join(run_dir, CONFIG)
   if not os.path.exists(path):
-    raise HarnessError(f"{run_dir}: no {CONFIG_FILE}; not a training run directory")
+    raise HarnessError(f"{run_dir}: no {CONFIG}; not a training run directory")
   with open(path, encoding="utf-8") as f:
     cfg = ml_collections.ConfigDict(json.load(f)["config"])
-  tasks = load_split(cfg.data.train, tuple(cfg.data.domains), "train")
+  tasks = load_split(cfg.data.train, tuple(cfg.data.domains), field="train")
   return harness.from_tasks(tasks, cfg.harness)
 
 
@@ -88,12 +89,14 @@ def _plain(obj):
   return json.loads(json.dumps(obj))
 
 
-def main(argv: list[str]) -> int:
-  if len(argv) != 2:
-    print("usage: python -m harnessrl_jax.audit RUN_DIR", file=sys.stderr)
-    return 2
+def main(argv: Sequence[str]) -> int:
+  """The command line; `argv` includes the program name, as `sys.argv` does."""
+  parser = argparse.ArgumentParser(prog="python -m harnessrl_jax.audit", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("run_dir", metavar="RUN_DIR", help="a training run's --workdir")
+  args = parser.parse_args(argv[1:])
   try:
-    out = audit(argv[1])
+    out = audit(args.run_dir)
   except AuditFailure as e:
     print(f"audit FAILED: {e}", file=sys.stderr)
     return 1

@@ -33,19 +33,26 @@ def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resamp
   """The cold start; returns (Calibration, path written). judge/resample override the
   ones the config names (tests, or a driver that already holds them)."""
   # pylint: disable=g-import-not-at-top
-  from harnessrl_jax.evolver import calibration, measure
+  from flax import nnx
+  from harnessrl_jax.data.splits import load_split
+  from harnessrl_jax.evolver import calibration
   from harnessrl_jax.harness.state import from_tasks
   from harnessrl_jax.judges.factory import make_judge
   from harnessrl_jax.models.loading import load_model
+  from harnessrl_jax.rollout import SamplingParams
+  from harnessrl_jax.rollout.texts import TextSampler
   # pylint: enable=g-import-not-at-top
   ev = config.evolver
-  pool = measure.load_pool(config)
+  pool = load_split(config.data.train, tuple(config.data.domains), field="train")
   n = int(ev.calibrate_tasks) if tasks < 0 else int(tasks)
   if n:
     pool = pool[:n]
   h = from_tasks(pool, config.harness)
   if resample is None:
-    resample = measure.policy_sampler(load_model(config.model), config.rollout)
+    loaded = load_model(config.model)
+    graphdef, params = nnx.split(loaded.model)
+    texts = TextSampler.from_config(graphdef, loaded.prompt_builder, config.rollout)
+    resample = texts.resample_fn(params, SamplingParams.from_config(config.rollout))
   if judge is None:
     judge = make_judge(config.judge)
   cal = calibration.null_measurement(

@@ -31,10 +31,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 
-from harnessrl_jax import distributed
+from harnessrl_jax import distributed, run_files
 from harnessrl_jax.errors import ConfigError
 
-CONFIG_FILE = "config.json"
 METRIC = "heldout_reward"
 
 
@@ -56,7 +55,7 @@ def _check_config(config, workdir: str, *, write: bool) -> bool:
   """True if WORKDIR/config.json holds `config`; writes it when absent and `write`."""
   text = config_text(config)
   digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-  path = os.path.join(workdir, CONFIG_FILE)
+  path = os.path.join(workdir, run_files.CONFIG)
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       old = json.load(f)
@@ -127,7 +126,7 @@ class RunCheckpoints:
 
   def __init__(self, workdir: str, keep: int = 2):
     self.workdir = os.path.abspath(workdir)
-    self.memory_root = os.path.join(self.workdir, "memory")
+    self.memory_root = os.path.join(self.workdir, run_files.MEMORY)
     policy = pp.AnyPreservationPolicy([
         pp.LatestN(max(int(keep), 1)),
         pp.BestN(get_metric_fn=lambda m: m[METRIC], n=1,
@@ -137,7 +136,7 @@ class RunCheckpoints:
     options = ocp.CheckpointManagerOptions(
         preservation_policy=policy, best_fn=lambda m: m[METRIC], best_mode="max",
         enable_async_checkpointing=False, create=True, cleanup_tmp_directories=True)
-    self.manager = ocp.CheckpointManager(os.path.join(self.workdir, "checkpoints"),
+    self.manager = ocp.CheckpointManager(os.path.join(self.workdir, run_files.CHECKPOINTS),
                                          options=options, item_names=("state", "meta"))
 
   def memory_dir(self, step: int) -> str:

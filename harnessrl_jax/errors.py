@@ -15,3 +15,10 @@ class DataError(HarnessError):
 
 class ConfigError(HarnessError):
   """A configuration that cannot run."""
+
+
+def refuse(problems) -> None:
+  """Raises one ConfigError listing `problems` (strings), one a line; returns if none."""
+  problems = list(problems)
+  if problems:
+    raise ConfigError("\n".join(problems))

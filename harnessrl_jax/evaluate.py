@@ -31,15 +31,14 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from harnessrl_jax import cli
+from harnessrl_jax import cli, run_files
 from harnessrl_jax.config import base_config
-from harnessrl_jax.data.loader import load_tasks
+from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import ConfigError, HarnessError
+from harnessrl_jax.eval import heldout as heldout_score
 from harnessrl_jax.eval import oracle, protocols, report, stats
 from harnessrl_jax.eval.common import FLAGS as BENCH_FLAGS
 from harnessrl_jax.eval.common import require_file
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _merge(cfg: ml_collections.ConfigDict, values: dict[str, Any]) -> None:
   """Sets stored values into cfg (lists become tuples where cfg holds a tuple)."""
@@ -56,7 +55,7 @@ def _merge(cfg: ml_collections.ConfigDict, values: dict[str, Any]) -> None:
 
 def load_run_config(run_dir: str, fallback=None) -> ml_collections.ConfigDict:
   """The run's stored config (RUN_DIR/config.json over the defaults), else `fallback`."""
-  path = os.path.join(run_dir, "config.json")
+  path = os.path.join(run_dir, run_files.CONFIG)
   if not os.path.isfile(path):
     if fallback is None:
       raise ConfigError(f"{path}: not found; pass --config=FILE for a run without a stored "
@@ -72,7 +71,7 @@ def load_run_config(run_dir: str, fallback=None) -> ml_collections.ConfigDict:
 
 def checkpoint_step(run_dir: str, which: str) -> int | None:
   """The checkpoint step to load, or None for the config's model."""
-  if which == "initial" or not os.path.isdir(os.path.join(run_dir, "checkpoints")):
+  if which == "initial" or not os.path.isdir(os.path.join(run_dir, run_files.CHECKPOINTS)):
     if which not in ("initial", "latest"):
       raise ConfigError(f"--checkpoint={which}: {run_dir}/checkpoints does not exist")
     return None
@@ -119,35 +118,13 @@ def make_generate(loaded, params, rollout_cfg, *, key: jax.Array, batch_size: in
   """generate(conversations) -> greedy responses, `batch_size` prompts per sampler call."""
   # pylint: disable=g-import-not-at-top
   from flax import nnx
-  from harnessrl_jax import loop
-  from harnessrl_jax.rollout import Sampler
-  pb = loaded.prompt_builder
+  from harnessrl_jax.rollout import SamplingParams
+  from harnessrl_jax.rollout.texts import TextSampler
+  # pylint: enable=g-import-not-at-top
   graphdef, _ = nnx.split(loaded.model)
-  sampler = Sampler.from_config(graphdef, rollout_cfg, pad_id=pb.pad_id,
-                                eos_token_ids=pb.eos_token_ids)
-  greedy = loop.sampling_params(rollout_cfg, greedy=True)
-
-  def generate(chats):
-    out = []
-    for i in range(0, len(chats), batch_size):
-      prompts = [pb.encode_chat(c) for c in chats[i:i + batch_size]]
-      rollout = sampler(params, prompts, greedy, key, num_samples=1)
-      out += [g[0] for g in loop.decode_groups(pb, rollout, len(prompts), 1)]
-    return out
-  return generate
-
-
-def heldout_tasks(cfg) -> tuple:
-  """config.data.heldout (relative to the repository root), filtered by data.domains."""
-  path = os.path.expanduser(cfg.data.heldout)
-  path = path if os.path.isabs(path) else os.path.join(REPO_ROOT, path)
-  if not os.path.isfile(path):
-    raise ConfigError(f"config.data.heldout = {cfg.data.heldout!r}: no such file ({path})")
-  domains = tuple(cfg.data.domains)
-  tasks = tuple(t for t in load_tasks(path) if not domains or t.domain in domains)
-  if not tasks:
-    raise ConfigError(f"config.data.heldout = {path}: no tasks for data.domains = {domains}")
-  return tasks
+  texts = TextSampler.from_config(graphdef, loaded.prompt_builder, rollout_cfg)
+  greedy = SamplingParams.from_config(rollout_cfg, temperature=0.0)
+  return texts.generate_fn(params, greedy, key, batch_size=batch_size)
 
 
 def oracle_config(judge_cfg, model: str, base_url: str):
@@ -203,8 +180,8 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
     generate = make_generate(loaded, params, cfg.rollout, batch_size=batch_size,
                              key=jax.random.key(int(cfg.seed)))
     if heldout:
-      tasks = heldout_tasks(cfg)
-      result["heldout"] = protocols.heldout(tasks[:heldout_limit or None], generate, judge)
+      tasks = load_split(cfg.data.heldout, tuple(cfg.data.domains), field="heldout")
+      result["heldout"] = heldout_score.evaluate(tasks[:heldout_limit or None], generate, judge)
       if 0 < heldout_limit < len(tasks):
         result["heldout"]["limit"] = heldout_limit   # a subset: the report does not plot it
     result["ood"] = protocols.run_ood(bench_paths, generate, judge, seed=gpqa_seed)
@@ -216,13 +193,13 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
                                 max_tokens=oracle_max_tokens)
     finally:
       client.close()
-    oracle.write_rows(os.path.join(run_dir, "oracle.jsonl"), analysis["by_step"])
+    oracle.write_rows(os.path.join(run_dir, run_files.ORACLE), analysis["by_step"])
     result["oracle"] = analysis["overall"]
   if compare:
     with open(compare, encoding="utf-8") as f:
       result["comparison"] = {"against": compare,
                               "results": compare_evals(result, json.load(f))}
-  path = out or os.path.join(run_dir, f"eval_step{result['step']}.json")
+  path = out or os.path.join(run_dir, run_files.eval_file(result["step"]))
   if os.path.isfile(path):   # evaluations of the same step add up, newest per benchmark
     with open(path, encoding="utf-8") as f:
       old = json.load(f)

@@ -1,5 +1,7 @@
-"""Run metrics: JSONL rows, TensorBoard scalar event files, terminal lines, the summary,
-and each step's groups for the oracle analysis (eval/oracle.py's logged-groups format).
+"""Run metrics: the step rows of metrics.jsonl, TensorBoard scalar event files, terminal
+lines, the run summary (a value: every function returns a new one) and each step's groups
+for the oracle analysis (eval/oracle.py's logged-groups format). Field and file names are
+run_files'; eval/report.py reads them back.
 
 TensorBoard's event format is written directly (TFRecord framing with masked CRC-32C
 around `Event` protocol buffers holding scalar `Summary` values), so no TensorFlow or
@@ -19,11 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from harnessrl_jax import run_files as rf
 from harnessrl_jax.eval import oracle
-from harnessrl_jax.harness.state import FIELDS
-
-METRICS = "metrics.jsonl"
-GROUPS = "oracle_groups.jsonl"
 
 
 def _crc32c_table() -> list[int]:
@@ -147,6 +146,20 @@ def truncate_lines(path: str, n: int) -> None:
   os.replace(tmp, path)
 
 
+def restore_last_row(path: str, row: Mapping[str, Any]) -> None:
+  """On resume, after `truncate_jsonl`: appends `row` (the checkpoint's copy of its last
+  step's row) unless the file's last row is that step's already, i.e. when the kill came
+  between the checkpoint and the row's write. The copy lacks time/checkpoint_s (it was
+  taken before the save)."""
+  last = None
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        last = line
+  if last is None or json.loads(last).get(rf.STEP) != row[rf.STEP]:
+    _append_jsonl(path, [row])
+
+
 def _append_jsonl(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
   with open(path, "a", encoding="utf-8") as f:
     f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
@@ -158,32 +171,44 @@ class MetricsWriter:
   step's groups in oracle_groups.jsonl (`python -m harnessrl_jax.evaluate --groups`)."""
 
   def __init__(self, workdir: str):
-    self.path = os.path.join(workdir, METRICS)
-    self.groups_path = os.path.join(workdir, GROUPS)
-    self.events = EventWriter(os.path.join(workdir, "tb"))
+    self.path = os.path.join(workdir, rf.METRICS)
+    self.groups_path = os.path.join(workdir, rf.GROUPS)
+    self.events = EventWriter(os.path.join(workdir, rf.TENSORBOARD))
 
-  def write(self, row: Mapping[str, Any], groups: Sequence[Mapping[str, Any]] = ()) -> None:
-    """One step: its metrics row and its groups (`group_rows`)."""
+  def write_groups(self, groups: Sequence[Mapping[str, Any]]) -> None:
+    """A step's groups (`group_rows`)."""
     if groups:
       _append_jsonl(self.groups_path, groups)
+
+  def write(self, row: Mapping[str, Any], groups: Sequence[Mapping[str, Any]] = ()) -> None:
+    """One step: its complete metrics row (`step_row`), and its groups if given."""
+    self.write_groups(groups)
     _append_jsonl(self.path, [row])
     flat = {}
     for k, v in row.items():
-      if k == "step":
+      if k == rf.STEP:
         continue
       if isinstance(v, Mapping):
         flat.update({f"{k}/{kk}": vv for kk, vv in v.items()})
       else:
         flat[k] = v
-    self.events.scalars(int(row["step"]), flat)
+    self.events.scalars(int(row[rf.STEP]), flat)
+
+
+# ---- the run summary: a value; each function returns a new one and changes none
 
 
 def new_summary(heldout_start: Mapping[str, Any]) -> dict[str, Any]:
-  """The running summary a run starts with (checkpointed with every save)."""
-  return {"heldout_start": dict(heldout_start), "heldout_evals": [], "updates": {},
-          "labels": {}, "label_shares": {},
-          "cost": {"rl_s": 0.0, "evolver_s": 0.0, "critic_rollouts": 0,
-                   "critic_judge_cells": 0}}
+  """The summary a run starts with (checkpointed with every save); `heldout_start` is the
+  held-out result (eval/heldout.py) before any update."""
+  return {rf.HELDOUT_START: dict(heldout_start), rf.HELDOUT_EVALS: [], rf.UPDATES: {},
+          rf.LABELS: {}, rf.LABEL_SHARES: {},
+          rf.COST: {rf.RL_S: 0.0, rf.EVOLVER_S: 0.0, rf.CRITIC_ROLLOUTS: 0,
+                    rf.CRITIC_JUDGE_CELLS: 0}}
+
+
+def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+  return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(set(a) | set(b))}
 
 
 def _shares(counts: Mapping[str, int]) -> dict[str, float]:
@@ -192,32 +217,51 @@ def _shares(counts: Mapping[str, int]) -> dict[str, float]:
 
 
 def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[str, Any]:
-  """The summary after one more step (`loop.StepRecord`, `loop.EvolveLog`); a new dict."""
-  out = json.loads(json.dumps(summary))
+  """The summary after one more step (`loop.StepRecord`, `loop.EvolveLog`)."""
+  updates = dict(summary[rf.UPDATES])
   for route, counts in elog.verdicts.items():
-    upd = out["updates"].setdefault(route, {})
-    for verdict, n in counts.items():
-      upd[verdict] = upd.get(verdict, 0) + n
-  if elog.labels:
-    out["label_shares"].setdefault("first", _shares(elog.labels))
-    out["label_shares"]["last"] = _shares(elog.labels)
-    for k, n in elog.labels.items():
-      out["labels"][k] = out["labels"].get(k, 0) + n
-  cost = out["cost"]
-  cost["rl_s"] += sum(rec.timings.values())
-  cost["evolver_s"] += evolver_s
+    updates[route] = _added(updates.get(route, {}), counts)
+  shares = dict(summary[rf.LABEL_SHARES])
+  if elog.labels:   # the first and the latest step whose criteria the attributor labelled
+    now = _shares(elog.labels)
+    shares = {"first": shares.get("first", now), "last": now}
+  cost = summary[rf.COST]
   critic = elog.accounting.get("critic", {})
-  cost["critic_rollouts"] += int(critic.get("rollouts", 0))
-  cost["critic_judge_cells"] += int(critic.get("judge_cells", 0))
+  return {**summary, rf.UPDATES: updates,
+          rf.LABELS: _added(summary[rf.LABELS], elog.labels), rf.LABEL_SHARES: shares,
+          rf.COST: {rf.RL_S: cost[rf.RL_S] + sum(rec.timings.values()),
+                    rf.EVOLVER_S: cost[rf.EVOLVER_S] + evolver_s,
+                    rf.CRITIC_ROLLOUTS: cost[rf.CRITIC_ROLLOUTS] + int(critic.get("rollouts", 0)),
+                    rf.CRITIC_JUDGE_CELLS: cost[rf.CRITIC_JUDGE_CELLS]
+                                           + int(critic.get("judge_cells", 0))}}
+
+
+def with_heldout(summary: Mapping[str, Any], step: int, result: Mapping[str, Any], *,
+                 final: bool) -> dict[str, Any]:
+  """The summary with a held-out evaluation after `step` completed steps (`result` as
+  eval/heldout.py gives it); the final one is also the run's heldout_end."""
+  out = {**summary, rf.HELDOUT_EVALS: [*summary[rf.HELDOUT_EVALS],
+                                       {rf.STEP: int(step), rf.SCORE: result[rf.SCORE]}]}
+  if final:
+    out[rf.HELDOUT_END] = dict(result)
   return out
+
+
+def finished(summary: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+  """The summary of a finished run: with exactly run_files.FINISHED's fields."""
+  if set(fields) != set(rf.FINISHED):
+    raise TypeError(f"finished() takes exactly {sorted(rf.FINISHED)}; got {sorted(fields)}")
+  return {**summary, **fields}
+
+
+# ---- one step's row and groups
 
 
 def guidance_shares(mounted) -> dict[str, float]:
   """Per guidance field, the share of a step's drawn tasks that had it mounted (`mounted`:
-  [drawn tasks, FIELDS] bool, the rows of H_t's guidance_mask): the report's
-  guidance/<field> columns."""
+  [drawn tasks, fields] bool, the rows of H_t's guidance_mask)."""
   m = np.asarray(mounted, bool)
-  return {f: float(m[:, j].mean()) for j, f in enumerate(FIELDS)}
+  return {f: float(m[:, j].mean()) for j, f in enumerate(rf.GUIDANCE_FIELDS)}
 
 
 def group_rows(rec) -> list[dict[str, Any]]:
@@ -228,63 +272,80 @@ def group_rows(rec) -> list[dict[str, Any]]:
           for t, task in enumerate(rec.tasks)]
 
 
-def step_row(rec, elog, evolver_s: float, mounted) -> dict[str, Any]:
-  """One metrics.jsonl row of a step (`mounted` as in `guidance_shares`)."""
+def step_row(rec, elog, *, evolver_s: float, mounted,
+             heldout: Mapping[str, Any] | None = None,
+             checkpoint_s: float | None = None) -> dict[str, Any]:
+  """The complete metrics.jsonl row of a step (`loop.StepRecord`, `loop.EvolveLog`,
+  `mounted` as in `guidance_shares`; `heldout`: the evaluation after it, if one ran;
+  `checkpoint_s`: the save after it, if one ran)."""
   verdicts: dict[str, int] = {}
   for counts in elog.verdicts.values():
-    for verdict, n in counts.items():
-      verdicts[verdict] = verdicts.get(verdict, 0) + n
+    verdicts = _added(verdicts, counts)
+  time_s = {**rec.timings, rf.EVOLVER_S: evolver_s}
+  if checkpoint_s is not None:
+    time_s[rf.CHECKPOINT_S] = checkpoint_s
   valid = rec.judged.valid
-  return {"step": rec.step,
-          "reward": float(rec.judged.rewards[valid].mean()) if valid.any() else None,
-          "unscored": rec.judged.unscored, "response_len": rec.response_len, **rec.metrics,
-          "time": {**rec.timings, "evolver_s": evolver_s}, "evolver": verdicts,
-          "labels": dict(elog.labels), "harness": elog.digest[:16],
-          "tasks": list(rec.task_indices), "guidance": guidance_shares(mounted)}
+  row = {**rec.metrics, rf.STEP: rec.step,
+         rf.REWARD: float(rec.judged.rewards[valid].mean()) if valid.any() else None,
+         rf.UNSCORED: rec.judged.unscored, rf.RESPONSE_LEN: rec.response_len,
+         rf.TIME: time_s, rf.EVOLVER: verdicts, rf.LABELS: dict(elog.labels),
+         rf.HARNESS: elog.digest[:16], rf.TASKS: list(rec.task_indices),
+         rf.GUIDANCE: guidance_shares(mounted)}
+  if heldout is not None:
+    row[rf.HELDOUT_SCORE] = heldout[rf.SCORE]
+  return row
+
+
+# ---- the terminal
+
+
+def _num(x, spec: str) -> str:
+  return "-" if x is None else format(x, spec)
 
 
 def progress_line(row: Mapping[str, Any], total_steps: int) -> str:
-  t = row.get("time", {})
-  ev = row.get("evolver", {})
-  return (f"step {row['step'] + 1}/{total_steps} reward {row['reward']:.4f} "
-          f"loss {row.get('loss', float('nan')):.4g} | accepted {ev.get('accepted', 0)} "
-          f"rejected {ev.get('rejected', 0)} | rollout {t.get('rollout_s', 0):.1f}s "
-          f"judge {t.get('judge_s', 0):.1f}s update {t.get('update_s', 0):.1f}s "
-          f"evolver {t.get('evolver_s', 0):.1f}s ckpt {t.get('checkpoint_s', 0):.1f}s"
-          + (f" | held-out {row['heldout_reward']:.4f}" if row.get("heldout_reward") is not None
-             else ""))
-
-
-def _fmt(x) -> str:
-  return "-" if x is None else f"{x:.4f}" if isinstance(x, float) else str(x)
+  """A step's line on the terminal; the held-out score (points) where one was evaluated."""
+  t, ev = row.get(rf.TIME, {}), row.get(rf.EVOLVER, {})
+  line = (f"step {row[rf.STEP] + 1}/{total_steps} reward {_num(row.get(rf.REWARD), '.4f')} "
+          f"loss {row.get('loss', float('nan')):.4g} | accepted {ev.get(rf.ACCEPTED, 0)} "
+          f"rejected {ev.get(rf.REJECTED, 0)} | rollout {t.get(rf.ROLLOUT_S, 0):.1f}s "
+          f"judge {t.get(rf.JUDGE_S, 0):.1f}s update {t.get(rf.UPDATE_S, 0):.1f}s "
+          f"evolver {t.get(rf.EVOLVER_S, 0):.1f}s")
+  if rf.CHECKPOINT_S in t:
+    line += f" ckpt {t[rf.CHECKPOINT_S]:.1f}s"
+  if rf.HELDOUT_SCORE in row:
+    line += f" | held-out {_num(row[rf.HELDOUT_SCORE], '.2f')} pts"
+  return line
 
 
 def summary_table(summary: Mapping[str, Any]) -> str:
-  """The final table printed at the end of a run."""
+  """The final table printed at the end of a run (held-out scores in points)."""
   lines = ["", "== run summary =="]
-  start, end = summary.get("heldout_start") or {}, summary.get("heldout_end") or {}
-  lines.append(f"held-out seed-rubric reward   start {_fmt(start.get('reward'))}   "
-               f"end {_fmt(end.get('reward'))}   ({summary.get('steps')} steps)")
-  for d in sorted(set(start.get("by_domain", {})) | set(end.get("by_domain", {}))):
-    lines.append(f"  {d:<28} start {_fmt(start.get('by_domain', {}).get(d))}   "
-                 f"end {_fmt(end.get('by_domain', {}).get(d))}")
+  start, end = summary.get(rf.HELDOUT_START) or {}, summary.get(rf.HELDOUT_END) or {}
+  lines.append(f"held-out seed-rubric score (points)   start "
+               f"{_num(start.get(rf.SCORE), '.2f')}   end {_num(end.get(rf.SCORE), '.2f')}   "
+               f"({summary.get(rf.STEPS)} steps)")
+  s_dom, e_dom = start.get(rf.BY_DOMAIN, {}), end.get(rf.BY_DOMAIN, {})
+  for d in sorted(set(s_dom) | set(e_dom)):
+    lines.append(f"  {d:<28} start {_num(s_dom.get(d), '.2f')}   "
+                 f"end {_num(e_dom.get(d), '.2f')}")
   for when in ("first", "last"):
-    shares = summary.get("label_shares", {}).get(when) or {}
+    shares = summary.get(rf.LABEL_SHARES, {}).get(when) or {}
     if shares:
       lines.append(f"failure labels ({when} step)  " + "  ".join(
           f"{k} {100 * v:.1f}%" for k, v in sorted(shares.items())))
-  updates = summary.get("updates", {})
+  updates = summary.get(rf.UPDATES, {})
   if updates:
     lines.append("evolver updates per interface:")
     for route in sorted(updates):
       v = updates[route]
-      lines.append(f"  {route:<10} accepted {v.get('accepted', 0):>4}   rejected "
-                   f"{v.get('rejected', 0):>4}   noop {v.get('noop', 0):>4}")
-  cost = summary.get("cost", {})
+      lines.append(f"  {route:<10} " + "   ".join(f"{k} {v.get(k, 0):>4}" for k in rf.VERDICTS))
+  cost = summary.get(rf.COST, {})
   if cost:
-    rl, ev = cost.get("rl_s", 0.0), cost.get("evolver_s", 0.0)
+    rl, ev = cost.get(rf.RL_S, 0.0), cost.get(rf.EVOLVER_S, 0.0)
     total = rl + ev or 1.0
     lines.append(f"cost (wall)   RL {rl:.1f}s ({100 * rl / total:.0f}%)   evolver {ev:.1f}s "
-                 f"({100 * ev / total:.0f}%)   critic rollouts {cost.get('critic_rollouts', 0)}"
-                 f"   critic judge cells {cost.get('critic_judge_cells', 0)}")
+                 f"({100 * ev / total:.0f}%)   critic rollouts "
+                 f"{cost.get(rf.CRITIC_ROLLOUTS, 0)}   critic judge cells "
+                 f"{cost.get(rf.CRITIC_JUDGE_CELLS, 0)}")
   return "\n".join(lines)

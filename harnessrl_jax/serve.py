@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from absl import app, flags
+from absl import flags
+
+from harnessrl_jax import cli
 
 _MODEL = flags.DEFINE_string("model", "smollm2", "tiny | smollm2 | PATH (HF dir or .gguf)")
 _PORT = flags.DEFINE_integer("port", 9000, "gRPC port")
@@ -58,4 +60,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -1,9 +1,32 @@
-"""Defaults of the training driver's sub-configs: `config.train` and `config.ablation`
-(mounted by `harnessrl_jax.config.base_config()`)."""
+"""The training driver's config sections, `config.data`, `config.train` and
+`config.ablation` (mounted by `harnessrl_jax.config.base_config()`): their documented
+defaults and the typed views `DataConfig` and `TrainConfig` (the ablation section's view is
+`evolver.config.AblationConfig`)."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import ml_collections
+
+from harnessrl_jax.errors import refuse
+
+
+def data_defaults() -> ml_collections.ConfigDict:
+  """Where the tasks come from (`data.splits.load_split` reads them).
+
+  Fields:
+    train: the training tasks' JSONL file; relative paths resolve against the repo root.
+    heldout: the held-out tasks' JSONL file (scored at the start, every
+      train.eval_every steps and at the end).
+    domains: keep only the tasks of these domains in both files; empty: every domain.
+  """
+  d = ml_collections.ConfigDict()
+  d.train = "data/train.jsonl"
+  d.heldout = "data/heldout.jsonl"
+  d.domains = ()
+  return d
 
 
 def train_defaults() -> ml_collections.ConfigDict:
@@ -51,3 +74,63 @@ def ablation_defaults() -> ml_collections.ConfigDict:
   a.critic = True
   a.memory = True
   return a
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """`config.data`, typed and checked (field meanings: `data_defaults`)."""
+
+  train: str
+  heldout: str
+  domains: tuple[str, ...]
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> DataConfig:
+    """The view of a data section (a ConfigDict or a view); raises one ConfigError listing
+    every problem unless `check` is False."""
+    view = cls(train=str(section.train), heldout=str(section.heldout),
+               domains=tuple(str(d) for d in section.domains))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    return [f"config.data.{name} is empty: point it at a task JSONL file"
+            for name in ("train", "heldout") if not getattr(self, name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """`config.train`, typed and checked (field meanings: `train_defaults`)."""
+
+  steps: int
+  log_every: int
+  eval_every: int
+  eval_tasks: int
+  checkpoint_every: int
+  keep_checkpoints: int
+  oracle_groups_every: int
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> TrainConfig:
+    """The view of a train section (a ConfigDict or a view); raises one ConfigError
+    listing every problem unless `check` is False."""
+    view = cls(**{f.name: int(getattr(section, f.name)) for f in dataclasses.fields(cls)})
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = []
+    for name in ("steps", "log_every", "checkpoint_every", "keep_checkpoints"):
+      if getattr(self, name) < 1:
+        out.append(f"config.train.{name} = {getattr(self, name)}: must be >= 1")
+    for name in ("eval_every", "eval_tasks", "oracle_groups_every"):
+      if getattr(self, name) < 0:
+        out.append(f"config.train.{name} = {getattr(self, name)}: must be >= 0 (0: "
+                   f"{_ZERO_MEANS[name]})")
+    return out
+
+
+_ZERO_MEANS = {"eval_every": "only at the start and the end", "eval_tasks": "all of them",
+               "oracle_groups_every": "never"}

@@ -13,7 +13,7 @@ from harnessrl_jax import audit, harness
 from harnessrl_jax.checkpoint import RunCheckpoints, guard_config
 from harnessrl_jax.harness.history import HistoryLog, apply_logged
 from harnessrl_jax.harness.ops import AddGuidance, RubricReweight, SamplingLevelDown
-from harnessrl_jax.train import load_split
+from harnessrl_jax.data.splits import load_split
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +41,7 @@ def run_dir(tmp_path):
   cfg = small_config(tmp_path)
   d = tmp_path / "run"
   guard_config(cfg, str(d))
-  tasks = load_split(cfg.data.train, (), "train")
+  tasks = load_split(cfg.data.train, (), field="train")
   h = harness.from_tasks(tasks, cfg.harness)
   log = HistoryLog(d / audit.HISTORY)
   t0, t1 = tasks[0], tasks[1]
@@ -97,8 +97,8 @@ def test_checkpoint_disagreeing_with_history_fails(run_dir, tmp_path):
   d, h = run_dir
   # A checkpoint whose recorded harness is not the replay's after its record count.
   ck = RunCheckpoints(str(d), keep=5)
-  save_ckpt(ck, 3, harness.from_tasks(load_split(str(tmp_path / "train.jsonl"), (), "t")),
-            3)
+  tasks = load_split(str(tmp_path / "train.jsonl"), (), field="train")
+  save_ckpt(ck, 3, harness.from_tasks(tasks), 3)
   ck.close()
   with pytest.raises(audit.AuditFailure, match="checkpoint 3"):
     audit.audit(str(d))

@@ -419,11 +419,35 @@ def test_bad_regex_is_reported():
   assert msg.startswith("arg 'pattern' is not a valid regex")
 
 
-def test_run_check_raises_on_malformed_check():
-  with pytest.raises(HarnessError, match="missing arg 'keyword'"):
-    checks.run_check(Check("keyword_count", FrozenMap({"min": 1})), "x")
-  with pytest.raises(HarnessError, match="unknown check type"):
-    checks.run_check(Check("nope"), "x")
+def test_building_a_malformed_check_raises():
+  with pytest.raises(checks.InvalidCheck, match="missing arg 'keyword'") as e:
+    Check("keyword_count", FrozenMap({"min": 1}))
+  assert isinstance(e.value, HarnessError)
+  assert e.value.problems == ("missing arg 'keyword'",)
+  with pytest.raises(checks.InvalidCheck, match="unknown check type"):
+    Check("nope")
+  with pytest.raises(checks.InvalidCheck, match="arg 'min' must be int, got dict"):
+    Check("word_count", {"min": {"at": 3}})
+
+
+def test_check_args_are_frozen():
+  check = Check("keyword_present", {"keywords": ["moon"]})
+  assert isinstance(check.args, FrozenMap) and check.args["keywords"] == ("moon",)
+  assert check == Check("keyword_present", FrozenMap({"keywords": ["moon"]}))
+  hash(check)
+
+
+def test_checks_are_validated_once_not_per_cell(monkeypatch):
+  calls = []
+  validate = checks.validate_check
+  monkeypatch.setattr(checks, "validate_check",
+                      lambda kind, args: calls.append(kind) or validate(kind, args))
+  built = [Check("regex_match", {"pattern": r"\bmoon\b"}),
+           Check("keyword_present", {"keywords": ["tide"]})]
+  assert calls == ["regex_match", "keyword_present"]
+  verdicts = [checks.run_check(c, f"moon tide {i}") for i in range(200) for c in built]
+  assert all(verdicts) and len(verdicts) == 400
+  assert len(calls) == 2  # grading 400 cells validated nothing
 
 
 def test_text_units():

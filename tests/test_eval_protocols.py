@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.errors import DataError
-from harnessrl_jax.eval import mcq, protocols, rouge
+from harnessrl_jax.eval import heldout, mcq, protocols, rouge
 from harnessrl_jax.judges.client import TextClient
 from harnessrl_jax.judges.judge import Judge
 
@@ -182,10 +181,22 @@ def test_heldout_seed_rubrics_per_domain():
       _task("w1", "writing", "write gamma", [(2.0, "keyword_present", {"keywords": ["gamma"]})]),
   ]
   gen = scripted({"say alpha": "alpha", "say beta": "beta bad", "write gamma": "nothing"})
-  out = protocols.heldout(tasks, gen, Judge(None, use_checks=True))
+  out = heldout.evaluate(tasks, gen, Judge(None, use_checks=True))
   # m1: 3/(3+1); m2: (1 - 1)/1; w1: 0/2.
   assert out["items"] == pytest.approx({"m1": 75.0, "m2": 0.0, "w1": 0.0})
   assert out["by_domain"] == pytest.approx({"medical": 37.5, "writing": 0.0})
   assert out["score"] == pytest.approx(18.75)   # mean over domains, not over items
   assert [c[0].content for c in gen.calls[0]] == ["say alpha", "say beta", "write gamma"]
-  assert np.isfinite(out["score"])
+  assert out["invalid"] == 0 and out["num_items"] == 3
+
+
+def test_heldout_invalid_task_left_out_and_counted():
+  tasks = [_task("m1", "medical", "say alpha", [(1.0, "keyword_present", {"keywords": ["alpha"]})]),
+           _task("w1", "writing", "penalty only",
+                 [(-1.0, "keyword_present", {"keywords": ["bad"]})])]
+  out = heldout.evaluate(tasks, scripted({"say alpha": "alpha", "penalty only": "ok"}),
+                         Judge(None, use_checks=True))
+  # w1 has no positive criterion: no reward, left out of the score and of its domain.
+  assert out["items"] == {"m1": 100.0} and out["invalid"] == 1
+  assert out["by_domain"] == {"medical": 100.0, "writing": None}
+  assert out["score"] == 100.0

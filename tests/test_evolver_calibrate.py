@@ -83,9 +83,9 @@ def test_calibrate_end_to_end_on_tiny(tmp_path):
   config = tiny_config()
   with config.unlocked():
     config.evolver = fx.config(calibration_path=str(tmp_path))
-  ev = build_evolver(config, judge=None, resample=None)
+  ev = build_evolver(config, judge=None)
   assert ev.critic.bands == back.bands and ev.critic.j == config.rollout.num_samples
-  assert Critic(None, None, fx.config()).bands == {"guidance": (10.2, 28.0),
+  assert Critic(None, fx.settings()).bands == {"guidance": (10.2, 28.0),
                                                    "rubric": (3.1, 28.0)}
   h = apply(from_tasks([fx.BLIND]), SetLadder(back.ladder))
   assert tuple(np.asarray(h.ladder).tolist()) == pytest.approx(back.ladder)

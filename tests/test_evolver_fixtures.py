@@ -11,8 +11,9 @@ import numpy as np
 from harnessrl_jax.data import text_units
 from harnessrl_jax.data.frozen import FrozenMap
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
-from harnessrl_jax.evolver import evolver_defaults
-from harnessrl_jax.evolver.measure import grade, groups_from
+from harnessrl_jax.evolver import EvolverConfig, evolver_defaults
+from harnessrl_jax.evolver.measure import groups_from
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.client import TextClient
 from tests.test_memory_semantic import fake_embedder
 from harnessrl_jax.judges.judge import Judge
@@ -183,12 +184,17 @@ def judge(with_llm=True) -> Judge:
 def record(tasks, h, responses, j) -> list:
   """Recorded groups of `responses[t]` judged under H's rubric."""
   crits = [h.criteria(t.id) for t in tasks]
-  m, rewards, _ = grade(j, tasks, responses, crits)
-  return groups_from(tasks, crits, responses, m, rewards)
+  return groups_from(tasks, crits, responses, grade(j, tasks, responses, crits))
 
 
 def config(**overrides):
+  """The `config.evolver` section (a ConfigDict) with `overrides`."""
   c = evolver_defaults()
   for k, v in overrides.items():
     setattr(c, k, v)
   return c
+
+
+def settings(**overrides) -> EvolverConfig:
+  """The typed evolver config the roles take, with `overrides`."""
+  return EvolverConfig.from_config(config(**overrides))

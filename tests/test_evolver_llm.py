@@ -39,8 +39,8 @@ def test_parse_object_is_strict():
 def test_llm_attributor_reads_a_valid_answer():
   h, g = spurious_group()
   client = fx.ScriptedClient([answer(GOOD)])
-  att = LLMAttributor(client, fx.config()).attribute(g, h, None, 0)
-  assert att.backend == "llm"
+  att, cost = LLMAttributor(client, fx.settings()).attribute(g, h, None, 0)
+  assert att.backend == "llm" and cost.llm_requests == 1
   lab = att.label_of("c2")
   assert (lab.label, lab.confidence, lab.evidence, lab.wording) == (
       "spurious", 0.9, ("All requirements met.",), "covers everything")
@@ -63,17 +63,20 @@ def test_llm_attributor_reasks_once_then_falls_back_to_rule(mutate, why):
   bad = answer(mutate([dict(x) for x in GOOD]))
   # First answer bad, re-ask gives a good one: used.
   client = fx.ScriptedClient([bad, answer(GOOD)])
-  att = LLMAttributor(client, fx.config()).attribute(g, h, None, 0)
+  att, cost = LLMAttributor(client, fx.settings()).attribute(g, h, None, 0)
   assert att.backend == "llm" and att.label_of("c2").label == "spurious"
+  assert cost.llm_requests == 2
   assert why.split()[0] in client.prompts[1][-1].content
   # Both bad: the rule backend answers, and the note says why.
   client = fx.ScriptedClient([bad, bad])
-  att = LLMAttributor(client, fx.config(), fallback=RuleAttributor(fx.config())
-                      ).attribute(g, h, None, 0)
+  att, cost = LLMAttributor(client, fx.settings(), fallback=RuleAttributor(fx.settings())
+                            ).attribute(g, h, None, 0)
+  assert cost.llm_requests == 2
   assert att.backend == "rule(fallback)" and why.split()[0] in att.note
   assert att.label_of("c2").label == "spurious"
   # Without a fallback the task stays unlabelled.
-  att = LLMAttributor(fx.ScriptedClient([bad, bad]), fx.config()).attribute(g, h, None, 0)
+  att, _ = LLMAttributor(fx.ScriptedClient([bad, bad]), fx.settings()).attribute(g, h, None,
+                                                                                  0)
   assert att.labels == () and "unparseable" in att.note
 
 
@@ -83,7 +86,7 @@ def proposal(ops, kind="x"):
 
 def test_llm_proposer_in_the_loop_gets_the_measurement_back():
   h, g = spurious_group()
-  cfg = fx.config(attributor="llm", proposer="llm")
+  cfg = fx.settings(attributor="llm", proposer="llm")
   reweight = {"op": "rubric_reweight", "task_id": "t-spur", "criterion_id": "c2",
               "weight": 1.0}
   rewrite = {"op": "rubric_rewrite", "task_id": "t-spur", "criterion_id": "c2",
@@ -98,7 +101,7 @@ def test_llm_proposer_in_the_loop_gets_the_measurement_back():
   ])
   ev = Evolver(cfg, attributor=make_attributor(cfg, client=attr_client),
                proposer=make_proposer(cfg, client=prop_client),
-               critic=Critic(fx.judge(), None, cfg))
+               critic=Critic(fx.judge(), cfg))
   res = ev.step(h, [g], step=0, key=jax.random.key(0))
   recs = [r for r in res.records if r.route == "rubric"]
   assert [r.verdict for r in recs] == ["rejected", "accepted"]
@@ -115,9 +118,9 @@ def test_llm_proposer_in_the_loop_gets_the_measurement_back():
 
 def test_llm_roles_need_a_client():
   with pytest.raises(HarnessError, match="needs a TextClient"):
-    make_attributor(fx.config(attributor="llm"))
+    make_attributor(fx.settings(attributor="llm"))
   with pytest.raises(HarnessError, match="needs a TextClient"):
-    make_proposer(fx.config(proposer="llm"))
+    make_proposer(fx.settings(proposer="llm"))
 
 
 class DownClient(fx.TextClient):
@@ -130,10 +133,10 @@ class DownClient(fx.TextClient):
 
 def test_a_failed_server_is_a_fallback_and_a_noop_not_a_crash():
   h, g = spurious_group()
-  cfg = fx.config(attributor="llm", proposer="llm")
+  cfg = fx.settings(attributor="llm", proposer="llm")
   ev = Evolver(cfg, attributor=make_attributor(cfg, client=DownClient()),
                proposer=make_proposer(cfg, client=DownClient()),
-               critic=Critic(fx.judge(), None, cfg))
+               critic=Critic(fx.judge(), cfg))
   res = ev.step(h, [g], step=0, key=jax.random.key(0))
   att = res.attributions[0]
   assert att.backend == "rule(fallback)" and "server error" in att.note
@@ -152,9 +155,9 @@ def test_llm_attributor_through_a_local_model_client():
   jc.local.prompt_buckets = (4096,)
   client = make_client(jc, "local")
   h, g = spurious_group()
-  cfg = fx.config(attributor="llm", llm_max_tokens=4)
+  cfg = fx.settings(attributor="llm", llm_max_tokens=4)
   attributor = make_attributor(cfg, client=client)
-  att = attributor.attribute(g, h, None, 0)
+  att, cost = attributor.attribute(g, h, None, 0)
   assert att.backend == "rule(fallback)" and "unparseable" in att.note
-  assert attributor.requests == 2
+  assert cost.llm_requests == 2
   assert att.label_of("c2").label == "spurious"

@@ -3,16 +3,20 @@ the measurement equals an independent recomputation, and same keys give the same
 
 import jax
 import pytest
+from flax import nnx
 
 from harnessrl_jax.config import base_config
 from harnessrl_jax.data.frozen import FrozenMap
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
 from harnessrl_jax.evolver.critic import mean_reward
-from harnessrl_jax.evolver.measure import grade, policy_sampler, sample_groups
+from harnessrl_jax.evolver.measure import sample_groups
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.harness import digest, from_tasks, render_prompt
 from harnessrl_jax.harness.ops import apply_all
 from harnessrl_jax.models.loading import load_model
+from harnessrl_jax.rollout import SamplingParams
+from harnessrl_jax.rollout.texts import TextSampler
 from tests import test_evolver_fixtures as fx
 
 J = 4
@@ -31,18 +35,21 @@ def sampler():
   cfg.model.source = "tiny"
   cfg.rollout.max_new_tokens = 12
   cfg.rollout.prompt_buckets = (64, 512)
-  return policy_sampler(load_model(cfg.model), cfg.rollout)
+  loaded = load_model(cfg.model)
+  graphdef, params = nnx.split(loaded.model)
+  texts = TextSampler.from_config(graphdef, loaded.prompt_builder, cfg.rollout)
+  return texts.resample_fn(params, SamplingParams.from_config(cfg.rollout))
 
 
 def evolve(sampler, key):
-  cfg = fx.config()
+  cfg = fx.settings()
   h = from_tasks([TASK])
   judge = fx.judge(with_llm=False)
   groups = sample_groups([TASK], h, sampler, judge, jax.random.key(7), J)
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(judge, sampler, cfg, num_samples=J))
+               critic=Critic(judge, cfg, num_samples=J))
   return h, groups, ev.step(h, groups, step=0, key=jax.random.key(key),
-                            memory=fx.new_memory(h))
+                            memory=fx.new_memory(h), resample=sampler)
 
 
 def test_guidance_measured_on_the_tiny_policy(sampler):
@@ -62,9 +69,8 @@ def test_guidance_measured_on_the_tiny_policy(sampler):
   k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(3), 0),
                                             1), 0)  # task 0, route "guidance", round 0
   (responses,) = sampler([prompt], k, J)
-  m, rewards, valid = grade(fx.judge(with_llm=False), [TASK], [responses],
-                            [new.criteria(TASK.id)])
-  r_new = float(rewards[0][valid[0]].mean())
+  r_new = grade(fx.judge(with_llm=False), [TASK], [responses],
+                [new.criteria(TASK.id)]).mean_reward(0)
   r_old = mean_reward(group.criteria, group.scores, group.scored)
   assert first.measurement.r_new == pytest.approx(r_new, abs=1e-6)
   assert first.measurement.delta == pytest.approx((r_new - r_old) * 100, abs=1e-3)

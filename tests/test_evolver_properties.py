@@ -63,7 +63,8 @@ def test_rule_labels_follow_their_definitions(case):
     mem.add_draw(make_draw("t", step, [c.id for c in g.criteria],
                            [c.weight for c in g.criteria], raw, np.ones_like(raw, bool),
                            g.rewards))
-  att = RuleAttributor(fx.config()).attribute(g, h, mem, step=len(history))
+  att, cost = RuleAttributor(fx.settings()).attribute(g, h, mem, step=len(history))
+  assert cost.llm_requests == 0
   assert [lab.criterion_id for lab in att.labels] == [c.id for c in g.criteria]
   sat = g.satisfied()
   for k, lab in enumerate(att.labels):
@@ -87,11 +88,12 @@ def test_rule_labels_follow_their_definitions(case):
 def test_evolver_step_keeps_a_valid_harness_and_a_matching_history(case):
   weights, scores, scored, responses, _ = case
   _, h, g = build(weights, scores, scored, responses)
-  cfg = fx.config()
+  cfg = fx.settings()
   policy = lambda prompts, key, n: [list(responses)[:n] for _ in prompts]
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(fx.judge(), policy, cfg, num_samples=len(responses)))
-  res = ev.step(h, [g], step=0, key=jax.random.key(0), memory=fx.new_memory(h))
+               critic=Critic(fx.judge(), cfg, num_samples=len(responses)))
+  res = ev.step(h, [g], step=0, key=jax.random.key(0), memory=fx.new_memory(h),
+                resample=policy)
   assert invariant_problems(res.harness) == []
   assert res.digest == digest(res.harness)
   accepted = [r for r in res.records if r.verdict == "accepted"]

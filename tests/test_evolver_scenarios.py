@@ -17,7 +17,7 @@ from tests import test_evolver_fixtures as fx
 
 def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=None,
         prepare=None, step=5, candidate_log=None, llm_judge=True):
-  cfg = cfg or fx.config()
+  cfg = cfg or fx.settings()
   h = from_tasks(tasks)
   j = fx.judge(with_llm=llm_judge)
   groups = fx.record(tasks, h, responses, j)
@@ -26,9 +26,10 @@ def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=
     prepare(mem, groups)
   policy = policy or fx.FakePolicy(fx.PROMPTS)
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(j, policy, cfg, num_samples=4), history_log=history,
+               critic=Critic(j, cfg, num_samples=4), history_log=history,
                candidate_log=candidate_log)
-  return h, groups, mem, ev.step(h, groups, step=step, key=jax.random.key(key), memory=mem)
+  return h, groups, mem, ev.step(h, groups, step=step, key=jax.random.key(key), memory=mem,
+                                 resample=policy)
 
 
 def labels(result, task_id):
@@ -128,7 +129,7 @@ def test_spurious_criterion_gets_a_rubric_rewrite_accepted_because_it_lowers_rew
 
 
 def test_out_of_band_candidates_go_back_with_their_measurement_then_noop():
-  cfg = fx.config(rubric_band=(3.1, 4.0))
+  cfg = fx.settings(rubric_band=(3.1, 4.0))
   _, _, _, res = run([fx.SPURIOUS], [fx.SPURIOUS_RESPONSES], cfg=cfg)
   recs = [r for r in res.records if r.route == "rubric"]
   assert [r.verdict for r in recs] == ["rejected", "rejected", "rejected", "noop"]
@@ -179,10 +180,10 @@ def test_reference_comes_from_a_semantic_donor_then_noop_after_b_rounds():
   groups = fx.record([fx.BLIND], h, [fx.BLIND_RESPONSES], j)
   mem = fx.new_memory(h)
   donors(mem, groups)
-  cfg = fx.config()
+  cfg = fx.settings()
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(j, policy, cfg, num_samples=4))
-  res = ev.step(h, groups, step=5, key=jax.random.key(0), memory=mem)
+               critic=Critic(j, cfg, num_samples=4))
+  res = ev.step(h, groups, step=5, key=jax.random.key(0), memory=mem, resample=policy)
   recs = [r for r in res.records if r.route == "guidance"]
   assert [r.verdict for r in recs] == ["rejected"] * 3 + ["noop"]
   assert [r.candidate.kind for r in recs[:3]] == [
@@ -199,15 +200,16 @@ def test_async_evolver_gives_the_sync_result():
   tasks = [fx.BLIND, fx.SPURIOUS]
   resp = [fx.BLIND_RESPONSES, fx.SPURIOUS_RESPONSES]
   _, _, _, sync = run(tasks, resp)
-  cfg = fx.config()
+  cfg = fx.settings()
   h = from_tasks(tasks)
   j = fx.judge()
   groups = fx.record(tasks, h, resp, j)
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(j, fx.FakePolicy(fx.PROMPTS), cfg, num_samples=4))
+               critic=Critic(j, cfg, num_samples=4))
   runner = AsyncEvolver(ev)
   try:
-    fut = runner.submit(h, groups, step=5, key=jax.random.key(0), memory=fx.new_memory(h))
+    fut = runner.submit(h, groups, step=5, key=jax.random.key(0), memory=fx.new_memory(h),
+                        resample=fx.FakePolicy(fx.PROMPTS))
     res = fut.result(timeout=60)
   finally:
     runner.close()

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from harnessrl_jax.data import checks
 from harnessrl_jax.data.frozen import FrozenMap
 from harnessrl_jax.data.loader import (dump_tasks, load_task_files, load_tasks, parse_task,
                                        task_line)
@@ -179,6 +180,38 @@ def test_duplicate_ids_across_files(tmp_path):
   assert e.value.problems == (f"{b}:2: id: duplicate task id 'y' (first in {a}:2)",)
   c = write(tmp_path / "c.jsonl", [good("w")])
   assert [t.id for t in load_task_files([a, c])] == ["x", "y", "w"]
+
+
+def test_check_arg_problems_each_on_its_own_line(tmp_path):
+  bad = {"type": "keyword_count", "max": "x", "bar": 1}
+  path = write(tmp_path / "bad.jsonl", [good("a"), good("b", criteria=[
+      {"id": "c0", "text": "t", "weight": 1, "check": bad}])])
+  with pytest.raises(DataError) as e:
+    load_tasks(path)
+  where = f"{path}:2: criteria[0].check"
+  assert e.value.problems == (f"{where}: unexpected arg 'bar'", f"{where}: missing arg "
+                              "'keyword'", f"{where}: arg 'max' must be int, got str")
+  path = write(tmp_path / "regex.jsonl", [good("b", criteria=[
+      {"id": "c0", "text": "t", "weight": 1,
+       "check": {"type": "regex_match", "pattern": "(unclosed"}}])])
+  with pytest.raises(DataError) as e:
+    load_tasks(path)
+  (msg,) = e.value.problems
+  assert msg.startswith(f"{path}:1: criteria[0].check: arg 'pattern' is not a valid regex")
+
+
+def test_loading_validates_each_check_once(tmp_path, monkeypatch):
+  calls = []
+  validate = checks.validate_check
+  monkeypatch.setattr(checks, "validate_check",
+                      lambda kind, args: calls.append(kind) or validate(kind, args))
+  tasks = load_tasks(write(tmp_path / "ok.jsonl", [good("a"), good("b")]))
+  assert calls == ["no_commas", "no_commas"]
+  for t in tasks:
+    for c in t.criteria:
+      if c.check is not None:
+        assert checks.run_check(c.check, "no commas here", prompt=t.user_text)
+  assert len(calls) == 2  # grading did not validate again
 
 
 def run_validate(*files):

@@ -1,6 +1,7 @@
 """TensorBoard event bytes against the published CRC-32C check value and a hand-encoded
-protobuf; JSONL truncation on resume; the summary table; mounted-guidance shares and the
-logged groups the oracle analysis reads."""
+protobuf; JSONL truncation on resume; the summary as a value (each function returns a new
+one); the complete step row and what the report reads of it; the summary table;
+mounted-guidance shares and the logged groups the oracle analysis reads."""
 
 import json
 import os
@@ -9,9 +10,12 @@ import types
 
 import numpy as np
 
+import pytest
+
 from harnessrl_jax import metrics
+from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.loader import load_tasks
-from harnessrl_jax.eval import oracle
+from harnessrl_jax.eval import oracle, report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,13 +76,13 @@ def test_truncate_drops_later_and_cut_lines(tmp_path):
 
 def test_summary_table_names_everything():
   text = metrics.summary_table({
-      "steps": 3, "heldout_start": {"reward": 0.1, "by_domain": {"medical": 0.1}},
-      "heldout_end": {"reward": 0.3, "by_domain": {"medical": 0.3}},
+      "steps": 3, "heldout_start": {"score": 10.0, "by_domain": {"medical": 10.0}},
+      "heldout_end": {"score": 30.0, "by_domain": {"medical": None}},
       "label_shares": {"first": {"blind": 0.5, "agree": 0.5}},
       "updates": {"sampling": {"accepted": 2, "rejected": 1}},
       "cost": {"rl_s": 30.0, "evolver_s": 10.0, "critic_rollouts": 4}})
-  for s in ("start 0.1000", "end 0.3000", "blind 50.0%", "sampling", "accepted    2",
-            "RL 30.0s (75%)", "evolver 10.0s (25%)"):
+  for s in ("start 10.00", "end 30.00", "end -", "blind 50.0%", "sampling", "accepted    2",
+            "noop    0", "RL 30.0s (75%)", "evolver 10.0s (25%)"):
     assert s in text, s
 
 
@@ -97,18 +101,116 @@ def test_group_rows_read_back_as_oracle_groups(tmp_path):
                               judged=types.SimpleNamespace(rewards=rewards, valid=valid))
   w = metrics.MetricsWriter(str(tmp_path))
   w.write({"step": 3, "reward": 0.5}, groups=metrics.group_rows(rec))
-  groups = oracle.read_groups(str(tmp_path / metrics.GROUPS))
+  groups = oracle.read_groups(str(tmp_path / rf.GROUPS))
   assert [(g.step, g.task_id, g.responses) for g in groups] == [
       (3, tasks[0].id, ("a", "b", "c")), (3, tasks[1].id, ("d", "e", "f"))]
   np.testing.assert_array_equal(groups[0].rewards, [0.5, np.nan, 1.0])   # invalid: left out
   np.testing.assert_array_equal(groups[1].rewards, [0.0, 0.75, 0.5])
 
 
-def test_progress_line_shows_heldout_reward_only_when_evaluated():
+def test_progress_line_shows_heldout_score_only_when_evaluated():
   row = {"step": 4, "reward": 0.25, "loss": 0.01, "evolver": {"accepted": 2, "rejected": 1},
          "time": {"rollout_s": 1.0, "update_s": 2.0}}
   line = metrics.progress_line(row, 10)
   assert line.startswith("step 5/10 reward 0.2500") and "accepted 2 rejected 1" in line
-  assert "held-out" not in line
-  assert metrics.progress_line({**row, "heldout_reward": 0.4375}, 10).endswith(
-      "| held-out 0.4375")
+  assert "held-out" not in line and "ckpt" not in line
+  line = metrics.progress_line({**row, "heldout_score": 43.75,
+                                "time": {"checkpoint_s": 0.5}}, 10)
+  assert line.endswith("ckpt 0.5s | held-out 43.75 pts")
+  assert metrics.progress_line({**row, "heldout_score": None}, 10).endswith("held-out - pts")
+
+
+# ---- the summary as a value and the complete step row, in the driver's order
+
+
+def _heldout(score, step_tag="x"):
+  """A held-out result as eval/heldout.py gives it."""
+  return {"benchmark": "heldout", "metric": "points", "score": score,
+          "by_domain": {"medical": score}, "num_items": 1, "invalid": 0,
+          "items": {step_tag: score}}
+
+
+def _step(step, labels=None, verdicts=None):
+  judged = types.SimpleNamespace(rewards=np.array([[0.5, 0.25], [1.0, 0.0]]),
+                                 valid=np.array([[True, True], [True, False]]), unscored=1)
+  rec = types.SimpleNamespace(step=step, task_indices=(3, 1), judged=judged,
+                              response_len=12.0, metrics={"loss": 0.5, "kl": 0.0},
+                              timings={"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0})
+  elog = types.SimpleNamespace(
+      digest="ab" * 32, verdicts=verdicts or {}, labels=labels or {},
+      accounting={"critic": {"rollouts": 4, "judge_cells": 8}}, history_records=0)
+  return rec, elog
+
+
+def test_summary_is_a_value():
+  start = _heldout(10.0, "s")
+  s0 = metrics.new_summary(start)
+  frozen = json.dumps(s0, sort_keys=True)
+  rec, elog = _step(0, labels={"blind": 3, "agree": 1},
+                    verdicts={"rubric": {"accepted": 1}, "guidance": {"rejected": 2}})
+  s1 = metrics.accumulate(s0, rec, elog, 0.5)
+  assert json.dumps(s0, sort_keys=True) == frozen          # the input is left as it was
+  s2 = metrics.accumulate(s1, *_step(1, labels={"spurious": 1},
+                                     verdicts={"rubric": {"accepted": 1, "noop": 1}}), 1.5)
+  assert s1["updates"] == {"rubric": {"accepted": 1}, "guidance": {"rejected": 2}}
+  assert s2["updates"]["rubric"] == {"accepted": 2, "noop": 1}
+  assert s2["labels"] == {"agree": 1, "blind": 3, "spurious": 1}
+  assert s2["label_shares"] == {"first": {"agree": 0.25, "blind": 0.75},
+                                "last": {"spurious": 1.0}}
+  assert s2["cost"] == {"rl_s": 12.0, "evolver_s": 2.0, "critic_rollouts": 8,
+                        "critic_judge_cells": 16}
+  s3 = metrics.with_heldout(s2, 1, _heldout(20.0), final=False)
+  s4 = metrics.with_heldout(s3, 2, _heldout(30.0), final=True)
+  assert s2["heldout_evals"] == [] and "heldout_end" not in s3
+  assert s4["heldout_evals"] == [{"step": 1, "score": 20.0}, {"step": 2, "score": 30.0}]
+  assert s4["heldout_end"]["score"] == 30.0 and s4["heldout_start"] == start
+  done = metrics.finished(s4, steps=2, skipped_updates=0, harness_digest="d",
+                          params_sha256="p", best_checkpoint=2)
+  assert {k: done[k] for k in rf.FINISHED} == {"steps": 2, "skipped_updates": 0,
+                                               "harness_digest": "d", "params_sha256": "p",
+                                               "best_checkpoint": 2}
+  assert "steps" not in s4
+  with pytest.raises(TypeError, match="best_checkpoint"):
+    metrics.finished(s4, steps=2)
+
+
+def test_step_row_is_complete():
+  rec, elog = _step(4, labels={"blind": 1}, verdicts={"rubric": {"accepted": 1},
+                                                      "sampling": {"accepted": 1, "noop": 2}})
+  mounted = np.array([[True, False, False], [False, False, False]])
+  row = metrics.step_row(rec, elog, evolver_s=0.5, mounted=mounted)
+  assert row["reward"] == pytest.approx(1.75 / 3) and row["loss"] == 0.5
+  assert row["time"] == {"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0, "evolver_s": 0.5}
+  assert row["evolver"] == {"accepted": 2, "noop": 2} and row["tasks"] == [3, 1]
+  assert row["guidance"] == {"criterion": 0.5, "reference": 0.0, "critique": 0.0}
+  assert "heldout_score" not in row
+  full = metrics.step_row(rec, elog, evolver_s=0.5, mounted=mounted,
+                          heldout=_heldout(42.5), checkpoint_s=0.25)
+  assert full["heldout_score"] == 42.5 and full["time"]["checkpoint_s"] == 0.25
+
+
+def test_rows_the_writer_writes_are_what_the_report_reads(tmp_path):
+  w = metrics.MetricsWriter(str(tmp_path))
+  mounted = np.array([[True, False, True], [True, False, False]])
+  for step in range(3):
+    rec, elog = _step(step, labels={"blind": 1, "agree": 3})
+    last = step == 2
+    w.write(metrics.step_row(rec, elog, evolver_s=1.0, mounted=mounted,
+                             heldout=_heldout(50.0) if last else None,
+                             checkpoint_s=2.0 if last else None))
+  data = report.read_run(str(tmp_path))
+  assert data.problems == ()
+  assert [(r.step, r.seconds, r.heldout) for r in data.metrics] == [
+      (0, (6.0, 1.0, 0.0), None), (1, (6.0, 1.0, 0.0), None), (2, (6.0, 1.0, 2.0), 50.0)]
+  assert data.metrics[0].guidance == {"criterion": 1.0, "reference": 0.0, "critique": 0.5}
+  assert report.heldout_points(data) == [(3, 50.0, None)]
+  assert report.label_shares(data)[0] == {"step": 0, "blind": 0.25, "saturated": 0.0,
+                                          "spurious": 0.0, "agree": 0.75}
+
+
+def test_restore_last_row_appends_only_a_lost_row(tmp_path):
+  p = tmp_path / "metrics.jsonl"
+  p.write_text('{"step": 0}\n')
+  metrics.restore_last_row(str(p), {"step": 1, "reward": 0.5})
+  metrics.restore_last_row(str(p), {"step": 1, "reward": 0.5})   # already there: kept once
+  assert [json.loads(l)["step"] for l in p.read_text().splitlines()] == [0, 1]

@@ -9,7 +9,10 @@ import sys
 import pytest
 
 from harnessrl_jax import train
+from harnessrl_jax.config import validate
+from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.rl import mesh as rl_mesh
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,15 +77,17 @@ def test_mesh_larger_than_the_devices(tmp_path):
     train.run(c, str(tmp_path / "run"))
 
 
-def test_mesh_short_of_the_devices_of_several_processes(monkeypatch):
+def test_mesh_short_of_the_devices_of_several_processes():
   import jax  # pylint: disable=g-import-not-at-top
-  # As process 0 of 2: a mesh of one device would leave the other process's devices idle.
-  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  # As one of 2 processes: a mesh of one device would leave the other devices idle.
   c = tiny()   # rl.mesh.fsdp = 1
-  with pytest.raises(ConfigError, match=r"uses 1 of the \d+ devices of 2 processes.*-1"):
-    train.check_mesh(c.rl.mesh)
+  with pytest.raises(ConfigError, match=r"uses 1 of the 8 devices of 2 processes.*-1"):
+    validate(c, device_count=8, process_count=2)
   c.rl.mesh.fsdp = -1
-  assert train.check_mesh(c.rl.mesh).size == jax.device_count()
+  validate(c, device_count=8, process_count=2)
+  assert rl_mesh.mesh_for_devices(c.rl.mesh).size == jax.device_count()
+  c.rl.mesh.fsdp = 1
+  assert rl_mesh.mesh_for_devices(c.rl.mesh) is None   # one device: nothing to place
 
 
 def test_other_config_in_an_existing_workdir(tmp_path):
@@ -107,7 +112,7 @@ def test_command_line_prints_one_error_line(tmp_path):
 
 
 def test_heldout_subset_covers_every_domain():
-  tasks = train.load_split("data/heldout.jsonl", (), "heldout")
+  tasks = load_split("data/heldout.jsonl", (), field="heldout")
   sub = train.interleave_domains(tasks)[:5]
   assert len({t.domain for t in sub}) == 5
   assert sorted(t.id for t in train.interleave_domains(tasks)) == sorted(t.id for t in tasks)

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from harnessrl_jax import train
 from harnessrl_jax.eval import oracle
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,13 +102,15 @@ def test_end_to_end_writes_a_complete_run(runs):
   a, _, _, _ = runs
   s = summary(a)
   assert s["steps"] == 2
-  assert s["heldout_start"]["reward"] is not None and s["heldout_end"]["reward"] is not None
+  assert s["heldout_start"]["score"] is not None and s["heldout_end"]["score"] is not None
   accepted = sum(v.get("accepted", 0) for v in s["updates"].values())
   assert accepted >= 1, s["updates"]           # at least one accepted evolver update
   with open(a / "metrics.jsonl", encoding="utf-8") as f:
     rows = [json.loads(l) for l in f]
   assert [r["step"] for r in rows] == [0, 1]
   assert all(np.isfinite(r["loss"]) for r in rows)
+  # Each row is written once, complete: after its checkpoint, with the save's time.
+  assert all(r["time"]["checkpoint_s"] > 0 for r in rows)
   with open(a / "harness_history.jsonl", encoding="utf-8") as f:
     assert len(f.readlines()) >= accepted
   assert sorted(os.listdir(a / "checkpoints")) == ["1", "2"]
@@ -119,10 +122,12 @@ def test_end_to_end_writes_a_complete_run(runs):
     assert all(0.0 <= v <= 1.0 for v in r["guidance"].values())
   train_ids = [json.loads(l)["id"] for l in (a.parent / "train.jsonl").read_text().splitlines()]
   groups = oracle.read_groups(str(a / "oracle_groups.jsonl"))
-  assert [(g.step, g.task_id) for g in groups] == [   # train.oracle_groups_every = 2
-      (r["step"], train_ids[i]) for r in rows if r["step"] % 2 == 0 for i in r["tasks"]]
+  logged = [r for r in rows if train.due(r["step"] + 1, 2, len(rows))]
+  assert [r["step"] for r in logged] == [1]     # train.oracle_groups_every = 2 of 2 steps
+  assert [(g.step, g.task_id) for g in groups] == [
+      (r["step"], train_ids[i]) for r in logged for i in r["tasks"]]
   assert all(len(g.responses) == 4 for g in groups)
-  for r in rows[::2]:
+  for r in logged:
     assert np.isclose(np.nanmean([g.rewards for g in groups if g.step == r["step"]]),
                       r["reward"], rtol=1e-9)
   report_md = (a / "report.md").read_text()
@@ -147,6 +152,28 @@ def test_killed_run_resumes_bit_identical(runs):
   rows = lambda d: [(r["step"], r["reward"], r["loss"], r["tasks"]) for r in
                     map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]
   assert rows(a) == rows(b)
+
+
+def test_row_lost_between_save_and_write_is_restored(runs, env_and_data, tmp_path):
+  """A kill after checkpoint 2's save but before step 1's row reached metrics.jsonl: the
+  resume writes that row from the checkpoint (without the save's time, which it never
+  measured) and loses nothing."""
+  a, _, _, _ = runs
+  root, env = env_and_data
+  c = tmp_path / "c"
+  shutil.copytree(a, c)
+  lines = (c / "metrics.jsonl").read_text().splitlines(keepends=True)
+  (c / "metrics.jsonl").write_text("".join(lines[:-1]))
+  out = subprocess.run(train_cmd(root, c), cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  got = [json.loads(l) for l in (c / "metrics.jsonl").read_text().splitlines()]
+  want = [json.loads(l) for l in lines]
+  assert [r["step"] for r in got] == [0, 1]
+  assert got[0] == want[0]
+  assert got[1]["time"].get("checkpoint_s") is None
+  strip = lambda r: {**r, "time": {k: v for k, v in r["time"].items() if k != "checkpoint_s"}}
+  assert strip(got[1]) == strip(want[1])
 
 
 def audit(run_dir):

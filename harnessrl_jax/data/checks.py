@@ -1,8 +1,9 @@
 """Programmatic verifiers for criteria that carry `"check": {"type": NAME, ...args}`.
 
 Each kind is a pure predicate `fn(response, args, prompt) -> bool` registered in `CHECKS`
-with its argument spec; `validate_check` reports malformed args and `run_check` evaluates a
-`schema.Check`. Shared conventions:
+with its argument spec. `validate_check` reports malformed args; `schema.Check` runs it once,
+when the check is built (a malformed one raises `InvalidCheck`), so `run_check`, called for
+every (criterion, response) cell, only evaluates the predicate. Shared conventions:
   * bounds `min`/`max` are inclusive; where a kind takes both as optional, at least one is
     required;
   * keywords and words match case-insensitively on word boundaries (no word character
@@ -23,14 +24,24 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from harnessrl_jax.data import text_units as tu
-from harnessrl_jax.data.schema import Check
 from harnessrl_jax.errors import HarnessError
+
+if TYPE_CHECKING:  # schema imports this module to validate a Check when it is built
+  from harnessrl_jax.data.schema import Check
 
 Predicate = Callable[[str, Mapping[str, Any], str], bool]
 Validator = Callable[[Mapping[str, Any]], list[str]]
+
+
+class InvalidCheck(HarnessError):
+  """A check whose kind is unknown or whose args are malformed; `problems` lists them all."""
+
+  def __init__(self, kind: str, problems: list[str]):
+    self.problems = tuple(problems)
+    super().__init__(f"check {kind!r}: " + "; ".join(self.problems))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +98,8 @@ def _value_type_name(v: Any) -> str:
   if isinstance(v, (list, tuple)):
     inner = sorted({_value_type_name(x) for x in v})
     return f"list[{'|'.join(inner)}]" if inner else "list"
+  if isinstance(v, Mapping):  # a JSON object, frozen or not
+    return "dict"
   return type(v).__name__
 
 
@@ -130,12 +143,8 @@ def validate_check(type: str, args: Mapping[str, Any]) -> list[str]:  # pylint: 
 def run_check(check: Check, response: str, *, prompt: str = "") -> bool:
   """Whether `response` passes `check`; `prompt` is the task's last user message.
 
-  Raises:
-    HarnessError: the check's kind is unknown or its args are malformed.
+  No validation here: `check` was validated when it was built.
   """
-  problems = validate_check(check.type, check.args)
-  if problems:
-    raise HarnessError(f"check {check.type!r}: " + "; ".join(problems))
   return bool(CHECKS[check.type].fn(response, check.args, prompt))
 
 

@@ -111,11 +111,12 @@ def _parse_check(value: Any, field: str, p: _Problems) -> Check | None:
     p.add(field + ".type", "missing check type (a name from checks.CHECKS)" if kind is None
           else f"must be the name of a check, got {_type_name(kind)}")
     return None
-  args = {k: v for k, v in value.items() if k != "type"}
-  problems = checks.validate_check(kind, args)
-  for msg in problems:
-    p.add(field, msg)
-  return None if problems else Check(kind, FrozenMap(args))
+  try:  # building the Check validates it: the one validation a check ever gets
+    return Check(kind, FrozenMap({k: v for k, v in value.items() if k != "type"}))
+  except checks.InvalidCheck as e:
+    for msg in e.problems:
+      p.add(field, msg)
+    return None
 
 
 def _parse_criterion(value: Any, field: str, p: _Problems) -> Criterion | None:

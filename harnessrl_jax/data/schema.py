@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from harnessrl_jax.data import checks
 from harnessrl_jax.data.frozen import FrozenMap, freeze, thaw
 
 DOMAINS = ("medical", "science", "writing", "roleplay", "instruction_following")
@@ -32,10 +33,24 @@ class Message:
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-  """A programmatic verifier: `type` names an entry of `checks.CHECKS`, `args` its kwargs."""
+  """A programmatic verifier: `type` names an entry of `checks.CHECKS`, `args` its kwargs.
+
+  Validated once, here: a Check that exists can run, so grading a cell only runs its
+  predicate (`checks.run_check`).
+
+  Raises:
+    checks.InvalidCheck: the kind is unknown or the args are malformed; its `problems`
+      lists every one of them.
+  """
 
   type: str
   args: FrozenMap = dataclasses.field(default_factory=FrozenMap)
+
+  def __post_init__(self):
+    object.__setattr__(self, "args", freeze(self.args))
+    problems = checks.validate_check(self.type, self.args)
+    if problems:
+      raise checks.InvalidCheck(self.type, problems)
 
   def to_json(self) -> dict[str, Any]:
     return {"type": self.type, **thaw(self.args)}

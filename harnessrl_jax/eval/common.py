@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import DataError
-
-# The policy under evaluation: one greedy response per conversation, in order.
-Generate = Callable[[Sequence[tuple[Message, ...]]], list[str]]
+# The policy under evaluation, `generate(conversations) -> one response each`, re-exported
+# for the protocols.
+from harnessrl_jax.rollout.texts import Generate  # pylint: disable=unused-import
 
 # Benchmark name -> the evaluate flag that gives its local copy.
 FLAGS = {"MedQA": "medqa", "GPQA-Diamond": "gpqa", "RoleBench": "rolebench",

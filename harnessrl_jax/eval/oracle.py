@@ -48,8 +48,9 @@ from harnessrl_jax.errors import DataError
 from harnessrl_jax.eval.common import json_rows
 from harnessrl_jax.judges.client import ServerError, TextClient
 from harnessrl_jax.judges.prompt import fence, render_conversation
+from harnessrl_jax.run_files import ORACLE_CLASSES
 
-CLASSES = ("blind", "saturated", "spurious_reversed", "spurious_unordered", "agree")
+CLASSES = ORACLE_CLASSES   # named once in run_files: oracle.jsonl and the report use them
 
 SYSTEM = ("You are an expert evaluator. Two responses answer the same request. Decide which "
           "is better overall: more correct, more helpful, more complete and more faithful to "

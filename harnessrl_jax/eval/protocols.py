@@ -1,15 +1,11 @@
-"""Evaluation protocols: in-domain held-out score and the five OOD benchmarks.
+"""Evaluation protocols: the five OOD benchmarks (the held-out score is eval/heldout.py).
 
 Every protocol takes a `generate(conversations) -> responses` callable (one greedy response
 each, no guidance fields) and returns a JSON-ready dict
   {"benchmark", "metric", "score" (0-100), "num_items", "items": {item id: 0-100}, ...}
 whose per-item scores let `stats.compare` pair two runs or checkpoints item by item.
 
-  - held-out: each task's UNCHANGED seed rubric (the task file's criteria, never the
-    harness's evolved ones) through the judge; item = 100 * rubric reward; per-domain means
-    and "score" = the mean over domains (each domain counts equally, as the paper's
-    in-domain average over five domains); rollouts without any scored positive criterion
-    are left out and counted in "invalid".
+  - held-out: eval/heldout.py (the one definition, shared with the training driver).
   - MedQA / GPQA-Diamond: accuracy; the answer letter is read by `mcq.extract_choice`.
   - RoleBench: ROUGE-L F (rouge.py) against the item's references, best over references.
   - IFBench: the importer's programmatic checks (checks.py), no LLM; "score" is prompt-level
@@ -31,12 +27,12 @@ import numpy as np
 from harnessrl_jax.data import checks
 from harnessrl_jax.data.importers import IMPORTERS
 from harnessrl_jax.data.loader import parse_task
-from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.errors import DataError
 from harnessrl_jax.eval import mcq
 from harnessrl_jax.eval.common import Generate, json_rows, require_file
 from harnessrl_jax.eval.rouge import rouge_l_multi
+from harnessrl_jax.judges.grading import grade
 
 
 def _result(benchmark: str, metric: str, items: dict[str, float], **extra) -> dict:
@@ -44,28 +40,6 @@ def _result(benchmark: str, metric: str, items: dict[str, float], **extra) -> di
   return {"benchmark": benchmark, "metric": metric,
           "score": float(np.mean(values)) if values else float("nan"),
           "num_items": len(values), "items": items, **extra}
-
-
-def _judged_rewards(tasks: Sequence[Task], responses: Sequence[str], judge):
-  matrix = judge.score(tasks, [[r] for r in responses])
-  reward = rubric_reward(matrix.scores, matrix.scored, matrix.weights, matrix.criterion_mask)
-  return matrix, np.asarray(reward.reward)[:, 0], np.asarray(reward.valid)[:, 0]
-
-
-def heldout(tasks: Sequence[Task], generate: Generate, judge) -> dict:
-  """In-domain held-out score under the seed rubrics, per domain and macro-averaged."""
-  responses = generate([t.prompt for t in tasks])
-  _, reward, valid = _judged_rewards(tasks, responses, judge)
-  items = {t.id: 100.0 * float(r) for t, r, v in zip(tasks, reward, valid) if v}
-  by_domain = {}
-  for d in sorted({t.domain for t in tasks}):
-    vals = [items[t.id] for t in tasks if t.domain == d and t.id in items]
-    by_domain[d] = float(np.mean(vals)) if vals else float("nan")
-  out = _result("heldout", "seed-rubric reward x100", items, by_domain=by_domain,
-                invalid=int((~valid).sum()))
-  finite = [v for v in by_domain.values() if np.isfinite(v)]
-  out["score"] = float(np.mean(finite)) if finite else float("nan")
-  return out
 
 
 def multiple_choice(benchmark: str, items: Sequence[mcq.ChoiceItem], generate: Generate) -> dict:
@@ -127,13 +101,13 @@ def ifbench(path: str, generate: Generate) -> dict:
 def writingbench(path: str, generate: Generate, judge) -> dict:
   tasks = import_tasks("WritingBench", path, "writingbench")
   responses = generate([t.prompt for t in tasks])
-  matrix = judge.score(tasks, [[r] for r in responses])
+  judged = grade(judge, tasks, [[r] for r in responses])
   items = {}
   for t, task in enumerate(tasks):
     k = len(task.criteria)
-    scored = matrix.scored[t, :k, 0]
+    scored = judged.scored[t, :k, 0]
     if scored.any():
-      items[task.id] = 100.0 * float(matrix.scores[t, :k, 0][scored].mean())
+      items[task.id] = 100.0 * float(judged.scores[t, :k, 0][scored].mean())
   return _result("WritingBench", "checklist items at >= 7/10, % (judge)", items,
                  unscored_items=len(tasks) - len(items))
 

@@ -10,7 +10,8 @@ Three questions (spec section 4), asked of each criterion of the recorded group:
                   rest of the rubric -> spurious; otherwise agree.
 Routing: blind -> guidance, saturated -> sampling, spurious -> rubric (types.ROUTES).
 
-Backends share one interface, `attribute(group, harness, memory, step) -> TaskAttribution`:
+Backends share one interface, `attribute(group, harness, memory, step) -> (TaskAttribution,
+Cost)` (the cost is the LLM requests the call sent):
 `RuleAttributor` (deterministic, from the score matrix and memory's time index) and
 `LLMAttributor` (the same questions asked of an LLM through a judge TextClient; the JSON
 answer is parsed strictly, with the rule backend as the fallback).
@@ -28,7 +29,8 @@ from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.evolver import llm_json, phrases
-from harnessrl_jax.evolver.types import LABELS, CriterionLabel, Group, TaskAttribution
+from harnessrl_jax.evolver.config import EvolverConfig
+from harnessrl_jax.evolver.types import LABELS, Cost, CriterionLabel, Group, TaskAttribution
 from harnessrl_jax.judges.client import ServerError
 
 
@@ -69,19 +71,22 @@ class RuleAttributor:
 
   name = "rule"
 
-  def __init__(self, config, total_weight: float = 100.0):
-    self.history = int(config.saturated_history)
-    self.length_ratio = float(config.length_ratio)
-    self.phrase_share = float(config.phrase_share)
-    self.disagreement = float(config.disagreement_points)
+  def __init__(self, config: EvolverConfig, total_weight: float = 100.0):
+    self.config = config
     self.total_weight = float(total_weight)
 
   def _confidence(self, earlier_run: int) -> float:
-    return (1 + min(earlier_run, self.history)) / (1 + self.history)
+    history = self.config.saturated_history
+    return (1 + min(earlier_run, history)) / (1 + history)
 
   def attribute(self, group: Group, harness=None, memory=None, step: int = 0
-                ) -> TaskAttribution:
+                ) -> tuple[TaskAttribution, Cost]:
+    """(the labels of every criterion of `group`, an empty Cost: no LLM is asked)."""
     del harness  # the group carries the rubric it was judged under
+    return self.labels(group, memory, step), Cost()
+
+  def labels(self, group: Group, memory=None, step: int = 0) -> TaskAttribution:
+    """The rule labels of every criterion of `group` (the group carries its rubric)."""
     sat_all = group.satisfied()
     best = int(np.argmax(group.rewards))
     surface = {k: self._surface(group, sat_all[k]) for k in range(len(group.criteria))
@@ -132,10 +137,10 @@ class RuleAttributor:
     no = [j for j in range(len(sat)) if sat[j] == 0]
     generic = [phrases.generic_sentences(r) for r in group.responses]
     share_yes = float(np.mean([bool(generic[j]) for j in yes]))
-    phrase = share_yes >= self.phrase_share and not any(generic[j] for j in no)
+    phrase = share_yes >= self.config.phrase_share and not any(generic[j] for j in no)
     lengths = np.array([phrases.num_words(r) for r in group.responses], np.float64)
     ratio = float(lengths[yes].mean() / max(lengths[no].mean(), 1.0))
-    by_length = bool(lengths[yes].min() > lengths[no].max() and ratio >= self.length_ratio)
+    by_length = bool(lengths[yes].min() > lengths[no].max() and ratio >= self.config.length_ratio)
     return {"yes": yes, "no": no, "generic": generic, "lengths": lengths,
             "phrase": bool(phrase), "ratio": ratio, "by_length": by_length}
 
@@ -148,7 +153,7 @@ class RuleAttributor:
       rest_gap = float(np.nanmean(rest[yes]) - np.nanmean(rest[no])) * self.total_weight
     else:
       rest_gap = 0.0
-    disagree = rest_gap <= -self.disagreement
+    disagree = rest_gap <= -self.config.disagreement_points
     signals: dict[str, Any] = {"satisfied": len(yes), "scored": len(yes) + len(no),
                                "phrase": surf["phrase"], "length_ratio": round(surf["ratio"], 4),
                                "by_length": surf["by_length"],
@@ -258,40 +263,42 @@ class LLMAttributor:
 
   name = "llm"
 
-  def __init__(self, client, config, *, fallback: RuleAttributor | None = None):
+  def __init__(self, client, config: EvolverConfig, *,
+               fallback: RuleAttributor | None = None):
     self.client = client
-    self.max_tokens = int(config.llm_max_tokens)
+    self.max_tokens = config.llm_max_tokens
     self.fallback = fallback
-    self.requests = 0
 
   def attribute(self, group: Group, harness=None, memory=None, step: int = 0
-                ) -> TaskAttribution:
+                ) -> tuple[TaskAttribution, Cost]:
+    """(the labels, Cost(llm_requests=requests this call sent))."""
     messages = attributor_messages(group, memory, step)
     try:
       labels, sent = llm_json.ask(self.client, messages, self.max_tokens,
                                   lambda t: parse_attribution(t, group))
-      self.requests += sent
-      return TaskAttribution(group.task_id, labels, self.name)
+      return TaskAttribution(group.task_id, labels, self.name), Cost(llm_requests=sent)
     except llm_json.ParseError as e:
-      self.requests += 2
-      why = f"unparseable attributor answer: {e}"
+      sent, why = 2, f"unparseable attributor answer: {e}"
     except ServerError as e:  # the server failed after its retries: do not stop training
-      self.requests += 1
-      why = f"attributor server error: {e}"
+      sent, why = 1, f"attributor server error: {e}"
     if self.fallback is None:
-      return TaskAttribution(group.task_id, (), self.name, note=why)
-    out = self.fallback.attribute(group, harness, memory, step)
-    return TaskAttribution(group.task_id, out.labels, "rule(fallback)", note=why)
+      return TaskAttribution(group.task_id, (), self.name, note=why), Cost(llm_requests=sent)
+    out = self.fallback.labels(group, memory, step)
+    return (TaskAttribution(group.task_id, out.labels, "rule(fallback)", note=why),
+            Cost(llm_requests=sent))
 
 
-def make_attributor(config, *, client=None, total_weight: float = 100.0):
-  """The attributor `config.evolver.attributor` names ("rule" or "llm")."""
-  rule = RuleAttributor(config, total_weight)
-  if config.attributor == "rule":
-    return rule
-  if config.attributor == "llm":
-    if client is None:
-      raise HarnessError("evolver.attributor='llm' needs a TextClient (judge backend local, "
-                         "jetstream or openai)")
-    return LLMAttributor(client, config, fallback=rule if config.llm_fallback_to_rule else None)
-  raise HarnessError(f"evolver.attributor={config.attributor!r}; expected 'rule' or 'llm'")
+def _llm_attributor(config: EvolverConfig, client, rule: RuleAttributor) -> LLMAttributor:
+  if client is None:
+    raise HarnessError("evolver.attributor='llm' needs a TextClient (judge backend local, "
+                       "jetstream or openai)")
+  return LLMAttributor(client, config, fallback=rule if config.llm_fallback_to_rule else None)
+
+
+# config.evolver.attributor -> builder(config, client, rule backend)
+_ATTRIBUTORS = {"rule": lambda config, client, rule: rule, "llm": _llm_attributor}
+
+
+def make_attributor(config: EvolverConfig, *, client=None, total_weight: float = 100.0):
+  """The attributor `config.attributor` names ("rule" or "llm"; checked by EvolverConfig)."""
+  return _ATTRIBUTORS[config.attributor](config, client, RuleAttributor(config, total_weight))

@@ -35,8 +35,9 @@ import jax
 import numpy as np
 
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.evolver.measure import grade, groups_from, sample_groups
+from harnessrl_jax.evolver.measure import sample_groups
 from harnessrl_jax.harness.state import Harness, check_ladder
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.judge import Judge
 
 FORMAT = "harnessrl_jax.calibration/1"
@@ -123,11 +124,10 @@ def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
     a = sample_groups(batch, h, resample, judge, ka, num_samples)
     b = sample_groups(batch, h, resample, judge, kb, num_samples)
     crits = [g.criteria for g in a]
-    m, rewards, valid = grade(fresh, batch, [g.responses for g in a], crits)
-    regraded = groups_from(batch, crits, [g.responses for g in a], m, rewards)
-    for i, (ga, gb, gr) in enumerate(zip(a, b, regraded)):
+    judged = grade(fresh, batch, [g.responses for g in a], crits)
+    for i, (ga, gb) in enumerate(zip(a, b)):
       va = _valid(ga)
-      ra, rb, rr = _mean(ga.rewards, va), _mean(gb.rewards, _valid(gb)), _mean(rewards[i], valid[i])
+      ra, rb, rr = _mean(ga.rewards, va), _mean(gb.rewards, _valid(gb)), judged.mean_reward(i)
       rng = float(ga.rewards[va].max() - ga.rewards[va].min()) * lam if va.any() else float("nan")
       share = unsaturated_share(np.array([c.weight for c in ga.criteria]), ga.satisfied())
       g_null.append(abs(rb - ra) * lam)

@@ -1,4 +1,6 @@
-"""Defaults of the evolver sub-config (`config.evolver`), merged into the one config tree.
+"""The evolver's config sections: the defaults of `config.evolver`, and the frozen typed
+views of `config.evolver` (`EvolverConfig`) and `config.ablation` (`AblationConfig`) that
+`build_evolver` builds once and hands to the roles.
 
 Reward quantities here are in points: reward x Lambda (harness.total_weight, 100), so a
 band of [10.2, 28.0] means "the candidate moved the group's mean reward by 10.2 to 28
@@ -7,7 +9,13 @@ points".
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 import ml_collections
+
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.evolver.types import ALL_ROUTES
 
 BACKENDS = ("rule", "llm")
 
@@ -70,3 +78,96 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.calibrate_tasks = 0
   c.calibrate_min_band = 1.0
   return c
+
+
+def check_band(band, where: str) -> tuple[float, float]:
+  """`band` as (lo, hi) in points; ConfigError naming `where` unless 0 <= lo <= hi."""
+  lo, hi = (float(x) for x in band)
+  if not 0 <= lo <= hi:
+    raise ConfigError(f"{where} = [{lo}, {hi}]: need 0 <= lo <= hi (points)")
+  return lo, hi
+
+
+@dataclasses.dataclass(frozen=True)
+class EvolverConfig:
+  """`config.evolver`, typed and checked once (field meanings: `evolver_defaults`)."""
+
+  enabled: bool
+  attributor: str
+  proposer: str
+  llm_backend: str
+  llm_max_tokens: int
+  llm_fallback_to_rule: bool
+  rounds: int
+  guidance_band: tuple[float, float]
+  rubric_band: tuple[float, float]
+  calibration_path: str
+  memory_window: int
+  saturated_history: int
+  min_confidence: float
+  length_ratio: float
+  phrase_share: float
+  disagreement_points: float
+  resample_j: int
+  negative_weight: float
+  async_evolver: bool
+  calibrate_tasks: int
+  calibrate_min_band: float
+
+  def __post_init__(self):
+    for role in ("attributor", "proposer"):
+      if getattr(self, role) not in BACKENDS:
+        raise ConfigError(f"config.evolver.{role} = {getattr(self, role)!r}: expected one "
+                          f"of {BACKENDS}")
+    if self.rounds < 0:
+      raise ConfigError(f"config.evolver.rounds = {self.rounds}: must be >= 0")
+    for route in ("guidance", "rubric"):
+      check_band(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
+
+  @classmethod
+  def from_config(cls, ev: ml_collections.ConfigDict) -> EvolverConfig:
+    return cls(
+        enabled=bool(ev.enabled), attributor=str(ev.attributor), proposer=str(ev.proposer),
+        llm_backend=str(ev.llm_backend), llm_max_tokens=int(ev.llm_max_tokens),
+        llm_fallback_to_rule=bool(ev.llm_fallback_to_rule), rounds=int(ev.rounds),
+        guidance_band=tuple(float(x) for x in ev.guidance_band),
+        rubric_band=tuple(float(x) for x in ev.rubric_band),
+        calibration_path=str(ev.calibration_path), memory_window=int(ev.memory_window),
+        saturated_history=int(ev.saturated_history),
+        min_confidence=float(ev.min_confidence), length_ratio=float(ev.length_ratio),
+        phrase_share=float(ev.phrase_share),
+        disagreement_points=float(ev.disagreement_points), resample_j=int(ev.resample_j),
+        negative_weight=float(ev.negative_weight), async_evolver=bool(ev.async_evolver),
+        calibrate_tasks=int(ev.calibrate_tasks),
+        calibrate_min_band=float(ev.calibrate_min_band))
+
+  @property
+  def bands(self) -> Mapping[str, tuple[float, float]]:
+    return {"guidance": self.guidance_band, "rubric": self.rubric_band}
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationConfig:
+  """`config.ablation` (defaults in train_config.ablation_defaults), typed and checked.
+
+  The paper's ablations, each a property of a role built once by `build_evolver`:
+    routes  the proposer proposes only on these routes; a dropped route's labelled
+            criteria end in a noop (guidance-only, rubric-only, ...).
+    critic  False: the critic accepts every candidate whose ops apply and keep the harness
+            invariants, without measuring it on the policy ("no critic").
+    memory  False: the driver passes no memory to the evolver ("no critic and no memory").
+  """
+
+  routes: frozenset[str]
+  critic: bool
+  memory: bool
+
+  def __post_init__(self):
+    if not self.routes <= ALL_ROUTES:
+      raise ConfigError(f"config.ablation.routes = {tuple(sorted(self.routes))}: each must "
+                        f"be one of {sorted(ALL_ROUTES)}")
+
+  @classmethod
+  def from_config(cls, ab: ml_collections.ConfigDict) -> AblationConfig:
+    return cls(routes=frozenset(str(r) for r in ab.routes), critic=bool(ab.critic),
+               memory=bool(ab.memory))

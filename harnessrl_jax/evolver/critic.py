@@ -24,28 +24,27 @@ checked by (iii) only; the measured Delta is of the whole candidate.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 import numpy as np
 
 from harnessrl_jax.data.frozen import thaw
 from harnessrl_jax.data.reward import rubric_reward
-from harnessrl_jax.data.schema import Criterion, Message
+from harnessrl_jax.data.schema import Criterion
 from harnessrl_jax.errors import HarnessError
-from harnessrl_jax.evolver.types import Candidate, CriterionLabel, Group, Measurement
+from harnessrl_jax.evolver.config import EvolverConfig, check_band
+from harnessrl_jax.evolver.types import Candidate, Cost, CriterionLabel, Group, Measurement
 from harnessrl_jax.harness import guidance as hguidance
 from harnessrl_jax.harness import ops as hops
 from harnessrl_jax.harness.state import Harness, invariant_problems
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.judge import JudgeError
+from harnessrl_jax.rollout.texts import Resample
 
 # |Delta| at or below this many points is float32 rounding of rescaled weights, not an
 # effect: it fails (i).
 SIGN_TOL = 1e-3
-
-# resample(prompts, key, num_samples) -> responses[prompt][sample]
-Resample = Callable[[Sequence[tuple[Message, ...]], jax.Array, int], list[list[str]]]
 
 # (kind of a later op) -> kinds of an earlier op it would reverse on the same target
 _REVERSES = {"sampling_level_down": ("sampling_level_up",),
@@ -71,82 +70,78 @@ def _target(op) -> tuple[str, str]:
 
 
 class Critic:
-  """Measures candidates; never proposes them.
+  """Measures candidates; never proposes them. Holds nothing that changes: the policy to
+  measure on is an argument of each `measure` call.
 
   Args:
     judge: a `judges.Judge` (its cache makes regrading unchanged cells free).
-    resample: draws J responses per prompt from the current frozen policy.
-    config: the evolver section (bands, rounds, memory_window, resample_j).
+    config: the evolver section (bands, memory_window, resample_j).
     num_samples: J of the guidance re-sample when config.resample_j is 0.
     bands: {"guidance": (lo, hi), "rubric": (lo, hi)} in points; default: the config's.
+    measure_effect: False accepts every structurally valid candidate without measuring
+      it on the policy (config.ablation.critic False, the paper's "no critic").
   """
 
-  def __init__(self, judge, resample: Resample | None, config, *, num_samples: int = 8,
-               bands: dict[str, tuple[float, float]] | None = None):
+  def __init__(self, judge, config: EvolverConfig, *, num_samples: int = 8,
+               bands: Mapping[str, tuple[float, float]] | None = None,
+               measure_effect: bool = True):
     self.judge = judge
-    self.resample = resample
-    self.window = int(config.memory_window)
-    self.j = int(config.resample_j) or int(num_samples)
-    self.bands = dict(bands) if bands else {
-        "guidance": tuple(float(x) for x in config.guidance_band),
-        "rubric": tuple(float(x) for x in config.rubric_band)}
-    for route, (lo, hi) in self.bands.items():
-      if not 0 <= lo <= hi:
-        raise HarnessError(f"evolver {route} band [{lo}, {hi}]: need 0 <= lo <= hi (points)")
-    self.judge_cells = self.rollouts = self.judge_requests = 0
-    self.wall_s = 0.0
+    self.window = config.memory_window
+    self.j = config.resample_j or int(num_samples)
+    self.bands = {route: check_band(band, f"evolver {route} band")
+                  for route, band in (bands or config.bands).items()}
+    self.measure_effect = bool(measure_effect)
 
   def measure(self, cand: Candidate, h: Harness, group: Group, label: CriterionLabel,
-              memory, step: int, key: jax.Array) -> tuple[Measurement, Harness | None]:
-    """(measurement with verdict, the candidate harness if it applies)."""
-    t0 = time.perf_counter()
-    try:
-      return self._measure(cand, h, group, label, memory, step, key)
-    finally:
-      self.wall_s += time.perf_counter() - t0
+              memory, step: int, key: jax.Array, *, resample: Resample | None = None
+              ) -> tuple[Measurement, Harness | None, Cost]:
+    """(measurement with verdict, the candidate harness if it applies, what it cost).
 
-  def _measure(self, cand, h, group, label, memory, step, key):
+    `resample` is the frozen policy of this step; a guidance candidate needs it.
+    """
     try:
       new = hops.apply_all(h, cand.ops)
     except HarnessError as e:
-      return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None
-    problems = self.structural_problems(h, new, cand)
+      return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None, Cost()
+    problems = tuple(self.structural_problems(h, new, cand))
+    if not self.measure_effect:
+      return Measurement(0.0, None, not problems, problems), new, Cost()
     if problems:  # not worth a policy query or a regrade
-      return Measurement(0.0, self.bands.get(cand.route), False, tuple(problems)), new
+      return Measurement(0.0, self.bands.get(cand.route), False, problems), new, Cost()
     reversal = self._reversal(cand, label, memory, step)
     try:
-      return self._effect(cand, h, new, group, reversal, key), new
+      meas, cost = self._effect(cand, h, new, group, reversal, key, resample)
     except JudgeError as e:  # e.g. a new criterion this judge cannot score
       return Measurement(0.0, self.bands.get(cand.route), False,
-                         (f"unmeasurable: {e}",)), new
+                         (f"unmeasurable: {e}",)), new, Cost()
+    return meas, new, cost
 
-  def _effect(self, cand, h, new, group, reversal, key) -> Measurement:
+  def _effect(self, cand, h, new, group, reversal, key, resample
+              ) -> tuple[Measurement, Cost]:
     lam = h.total_weight
-    judge_cells = rollouts = 0
+    cost = Cost()
     r_old = r_new = None
     if cand.route == "sampling":
       ladder = np.asarray(h.ladder, np.float64)
       delta = float(ladder[h.level(cand.task_id)] - ladder[new.level(cand.task_id)])
       band = None
     elif cand.route == "rubric":
-      r_old, judge_cells = self._baseline(h, group)
-      r_new, cells = self._grade(group, group.responses, new.criteria(cand.task_id))
-      judge_cells += cells
+      r_old, old_cost = self._baseline(h, group)
+      r_new, new_cost = self._grade(group, group.responses, new.criteria(cand.task_id))
+      cost = old_cost + new_cost
       delta, band = (r_old - r_new) * lam, self.bands["rubric"]
     elif cand.route == "guidance":
-      if self.resample is None:
-        raise HarnessError("the critic needs a resample function to measure guidance")
-      r_old, judge_cells = self._baseline(h, group)
+      if resample is None:
+        raise HarnessError("the critic needs the step's resample function to measure "
+                           "guidance: pass resample= to Evolver.step / AsyncEvolver.submit")
+      r_old, old_cost = self._baseline(h, group)
       prompt = hguidance.render_prompt(group.task, new, training=True)
-      responses = self.resample([prompt], key, self.j)[0]
-      rollouts = len(responses)
-      r_new, cells = self._grade(group, responses, new.criteria(cand.task_id))
-      judge_cells += cells
+      responses = resample([prompt], key, self.j)[0]
+      r_new, new_cost = self._grade(group, responses, new.criteria(cand.task_id))
+      cost = old_cost + new_cost + Cost(rollouts=len(responses))
       delta, band = (r_new - r_old) * lam, self.bands["guidance"]
     else:
       raise HarnessError(f"unknown candidate route {cand.route!r}")
-    self.judge_cells += judge_cells
-    self.rollouts += rollouts
     reasons = []
     if not np.isfinite(delta) or delta <= SIGN_TOL:
       reasons.append(f"(i) sign: Delta={delta:.4g} is not > 0")
@@ -155,23 +150,21 @@ class Critic:
     if reversal:
       reasons.append(reversal)
     return Measurement(float(delta), band, not reasons, tuple(reasons), r_old, r_new,
-                       judge_cells, rollouts)
+                       cost.judge_cells, cost.rollouts), cost
 
-  def _grade(self, group: Group, responses, criteria) -> tuple[float, int]:
-    """(mean reward of `responses` under `criteria`, judge cells)."""
-    m = self.judge.score([group.task], [list(responses)], [criteria])
-    self.judge_requests += m.stats.requests
-    k = len(criteria)
-    return mean_reward(criteria, m.scores[0, :k], m.scored[0, :k]), m.stats.cells
+  def _grade(self, group: Group, responses, criteria) -> tuple[float, Cost]:
+    """(mean reward of `responses` under `criteria`, the judge requests and cells)."""
+    judged = grade(self.judge, [group.task], [responses], [criteria])
+    return judged.mean_reward(0), Cost(llm_requests=judged.requests, judge_cells=judged.cells)
 
-  def _baseline(self, h: Harness, group: Group) -> tuple[float, int]:
+  def _baseline(self, h: Harness, group: Group) -> tuple[float, Cost]:
     """r_old: the recorded group under the task's rubric in `h`. That is the recorded
     scores unless an update accepted earlier in this step changed the rubric; then the
     recorded responses are regraded (so Delta compares like with like)."""
     now = h.criteria(group.task_id)
     key = lambda cs: [(c.id, c.text, float(c.weight)) for c in cs]
     if key(now) == key(group.criteria):
-      return mean_reward(group.criteria, group.scores, group.scored), 0
+      return mean_reward(group.criteria, group.scores, group.scored), Cost()
     return self._grade(group, group.responses, now)
 
   def structural_problems(self, old: Harness, new: Harness, cand: Candidate) -> list[str]:

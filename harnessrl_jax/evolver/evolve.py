@@ -13,7 +13,9 @@ Per drawn task, in draw order:
 The three roles are separate objects and calls: the proposer never measures, the critic
 never proposes. Randomness (the critic's re-samples) comes from `key` folded with the
 task's position, the route and the round, so the same inputs and key give the same H_{t+1}
-(and the same digest).
+(and the same digest). The frozen policy the critic re-samples is an argument of the step
+(`resample`), never state of a role; each role call returns what it cost with its result,
+and `StepResult.accounting` is the step's sum of those.
 
 `AsyncEvolver` runs the step on a worker thread so it overlaps the next RL update (one
 step of harness staleness; see its docstring).
@@ -30,15 +32,17 @@ from typing import Any
 
 import jax
 
+from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.critic import Critic
 from harnessrl_jax.evolver.proposer import ProposalRequest
-from harnessrl_jax.evolver.types import (Candidate, CriterionLabel, Feedback, Group,
+from harnessrl_jax.evolver.types import (Candidate, Cost, CriterionLabel, Feedback, Group,
                                          Measurement, TaskAttribution)
 from harnessrl_jax.harness.digest import digest
 from harnessrl_jax.harness.history import HistoryLog, HistoryRecord, apply_logged
 from harnessrl_jax.harness.ops import op_to_json
 from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.memory.time_index import make_draw
+from harnessrl_jax.rollout.texts import Resample
 
 ROUTE_ORDER = ("rubric", "guidance", "sampling")
 
@@ -64,10 +68,38 @@ class CandidateRecord:
             "measurement": self.measurement and self.measurement.to_json(), "note": self.note}
 
 
+ROLES = ("attributor", "proposer", "critic")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tally:
+  """One role's calls in one step: how many, what they cost, and their wall time."""
+
+  calls: int = 0
+  cost: Cost = Cost()
+  wall_s: float = 0.0
+
+  def add(self, cost: Cost, wall_s: float) -> Tally:
+    return Tally(self.calls + 1, self.cost + cost, self.wall_s + wall_s)
+
+  def to_json(self) -> dict[str, float]:
+    return {"calls": self.calls, "llm_requests": self.cost.llm_requests,
+            "judge_cells": self.cost.judge_cells, "rollouts": self.cost.rollouts,
+            "wall_s": self.wall_s}
+
+
+def _timed(fn, *args, **kwargs):
+  """(fn's result, its wall seconds)."""
+  t0 = time.perf_counter()
+  out = fn(*args, **kwargs)
+  return out, time.perf_counter() - t0
+
+
 @dataclasses.dataclass(frozen=True)
 class StepResult:
   """What one evolver step produced. `accounting[role]` holds calls, llm_requests,
-  judge_cells, rollouts and wall_s for role in attributor / proposer / critic."""
+  judge_cells, rollouts and wall_s of this step alone, for role in attributor / proposer /
+  critic (summed from the costs each call returned)."""
 
   step: int
   harness: Harness
@@ -100,35 +132,35 @@ def _same_rubric(group: Group, h: Harness) -> bool:
 
 
 class Evolver:
-  """Wires attributor, proposer and critic; holds the per-role accounting."""
+  """Wires attributor, proposer and critic, built once (see `build_evolver`); what varies
+  per step (harness, groups, memory, the frozen policy) is an argument of `step`."""
 
-  def __init__(self, config, *, attributor, proposer, critic: Critic,
+  def __init__(self, config: EvolverConfig, *, attributor, proposer, critic: Critic,
                history_log: HistoryLog | None = None, candidate_log: str | None = None):
     self.config = config
     self.attributor = attributor
     self.proposer = proposer
     self.critic = critic
-    self.rounds = int(config.rounds)
-    self.min_conf = float(config.min_confidence)
     self.history_log = history_log
     self.candidate_log = candidate_log
 
   def step(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
-           memory=None) -> StepResult:
-    acc = {role: {"calls": 0, "llm_requests": 0, "judge_cells": 0, "rollouts": 0,
-                  "wall_s": 0.0} for role in ("attributor", "proposer", "critic")}
-    llm0 = {r: getattr(getattr(self, r), "requests", 0) for r in ("attributor", "proposer")}
-    crit0 = (self.critic.judge_cells, self.critic.rollouts, self.critic.wall_s,
-             self.critic.judge_requests)
+           memory=None, resample: Resample | None = None) -> StepResult:
+    """H_{t+1} from H_t = `h` and the step's recorded `groups`.
+
+    Args:
+      resample: the frozen policy of this step, `resample(prompts, key, J)`, with which
+        the critic re-samples guidance candidates (None: a guidance candidate raises
+        HarnessError).
+    """
+    tally = {role: Tally() for role in ROLES}
     records: list[CandidateRecord] = []
     history: list[HistoryRecord] = []
     attributions = []
     current = digest(h)
     for gi, group in enumerate(groups):
-      t0 = time.perf_counter()
-      att = self.attributor.attribute(group, h, memory, step)
-      acc["attributor"]["wall_s"] += time.perf_counter() - t0
-      acc["attributor"]["calls"] += 1
+      (att, cost), wall = _timed(self.attributor.attribute, group, h, memory, step)
+      tally["attributor"] = tally["attributor"].add(cost, wall)
       attributions.append(att)
       task_records: list[CandidateRecord] = []
       actions: list[dict[str, Any]] = []
@@ -139,22 +171,21 @@ class Evolver:
       else:
         weights = {c.id: c.weight for c in group.criteria}
         for ri, route in enumerate(ROUTE_ORDER):
-          target = _pick(att.labels, route, weights, self.min_conf)
+          target = _pick(att.labels, route, weights, self.config.min_confidence)
           if target is None:
             continue
           feedback: list[Feedback] = []
           accepted = False
-          for b in range(self.rounds):
+          for b in range(self.config.rounds):
             req = ProposalRequest(h, group, target, att, memory, step, b, tuple(feedback))
-            t0 = time.perf_counter()
-            cand = self.proposer.propose(req)
-            acc["proposer"]["wall_s"] += time.perf_counter() - t0
-            acc["proposer"]["calls"] += 1
+            (cand, cost), wall = _timed(self.proposer.propose, req)
+            tally["proposer"] = tally["proposer"].add(cost, wall)
             if cand is None:
               break
             k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi), ri), b)
-            meas, new = self.critic.measure(cand, h, group, target, memory, step, k)
-            acc["critic"]["calls"] += 1
+            (meas, _, cost), wall = _timed(self.critic.measure, cand, h, group, target,
+                                           memory, step, k, resample=resample)
+            tally["critic"] = tally["critic"].add(cost, wall)
             if meas.accepted:
               for op in cand.ops:
                 h, rec = apply_logged(h, op, step=step, log=self.history_log,
@@ -188,17 +219,12 @@ class Evolver:
             measurements=tuple(r.to_json() for r in task_records)), group.responses)
     if memory is not None:
       memory.sync_rubrics(h)
-    for role in ("attributor", "proposer"):
-      acc[role]["llm_requests"] = getattr(getattr(self, role), "requests", 0) - llm0[role]
-    c = self.critic
-    acc["critic"].update(judge_cells=c.judge_cells - crit0[0], rollouts=c.rollouts - crit0[1],
-                         wall_s=c.wall_s - crit0[2], llm_requests=c.judge_requests - crit0[3])
     if self.candidate_log:
       with open(self.candidate_log, "a", encoding="utf-8") as f:
         for r in records:
           f.write(json.dumps(r.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
-                      acc)
+                      {role: t.to_json() for role, t in tally.items()})
 
 
 class AsyncEvolver:
@@ -210,8 +236,9 @@ class AsyncEvolver:
               H = fut.result().harness and submit step t+1's groups.
   The critic must measure on the policy that produced the groups: pass a `resample`
   bound to that step's parameters (JAX arrays are immutable, so binding them at submit
-  time is enough). The memory belongs to the worker while a step is in flight: the driver
-  must not read or write it until `result()` returns.
+  time is enough); it goes to that step alone, nothing on the evolver changes. The memory
+  belongs to the worker while a step is in flight: the driver must not read or write it
+  until `result()` returns.
   """
 
   def __init__(self, evolver: Evolver):
@@ -219,14 +246,10 @@ class AsyncEvolver:
     self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evolver")
 
   def submit(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
-             memory=None, critic: Critic | None = None) -> concurrent.futures.Future:
-    """Queues one step; `critic` (optional) replaces the evolver's critic for it, e.g.
-    one whose resample is bound to this step's parameters."""
-    def run():
-      if critic is not None:
-        self.evolver.critic = critic
-      return self.evolver.step(h, groups, step=step, key=key, memory=memory)
-    return self._pool.submit(run)
+             memory=None, resample: Resample | None = None) -> concurrent.futures.Future:
+    """Queues one `Evolver.step` (same arguments); the future gives its StepResult."""
+    return self._pool.submit(self.evolver.step, h, groups, step=step, key=key, memory=memory,
+                             resample=resample)
 
   def close(self) -> None:
     self._pool.shutdown(wait=True)

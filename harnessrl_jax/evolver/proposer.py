@@ -14,9 +14,11 @@ was already sent back is not proposed again; the critic's measurement steers the
             reweight (halve). A candidate sent back for overshooting the band (too strong
             a change) is followed by the gentlest remaining kind, reweight.
 
-`RuleProposer` builds text from templates; `LLMProposer` asks an LLM for the operations
-(harness op JSON, parsed strictly) and is told the critic's measurement of every
-rejected candidate.
+`RuleProposer` builds text from templates (tables: route -> proposal, guidance field ->
+content, rubric kind -> ops); `LLMProposer` asks an LLM for the operations (harness op
+JSON, parsed strictly) and is told the critic's measurement of every rejected candidate.
+Both answer `propose(req) -> (Candidate or None, Cost)` and propose only on the routes they
+were built with (config.ablation.routes); elsewhere None, the evolver's noop.
 """
 
 from __future__ import annotations
@@ -27,17 +29,16 @@ import re
 
 import numpy as np
 
-from harnessrl_jax.data.schema import Message
+from harnessrl_jax.data.schema import Criterion, Message
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.evolver import llm_json, phrases
-from harnessrl_jax.evolver.types import (Candidate, CriterionLabel, Feedback, Group,
-                                         TaskAttribution)
+from harnessrl_jax.evolver.config import EvolverConfig
+from harnessrl_jax.evolver.types import (ALL_ROUTES, Candidate, Cost, CriterionLabel, Feedback,
+                                         Group, TaskAttribution)
 from harnessrl_jax.harness import ops as hops
 from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.judges.client import ServerError
 
-GUIDANCE_KINDS = ("criterion", "reference", "critique")
-RUBRIC_KINDS = ("rewrite", "negative", "split", "reweight")
 ROUTE_OPS = {"sampling": ("sampling_level_down",),
              "guidance": ("add_guidance", "drop_guidance"),
              "rubric": ("rubric_create", "rubric_rewrite", "rubric_delete", "rubric_reweight",
@@ -93,156 +94,194 @@ def _criterion(h: Harness, task_id: str, criterion_id: str):
   raise HarnessError(f"task {task_id!r} has no criterion {criterion_id!r} in the harness")
 
 
+# ---- sampling
+
+
+def _propose_sampling(req: ProposalRequest, config: EvolverConfig) -> Candidate | None:
+  del config
+  h, tid = req.harness, req.group.task_id
+  if "sampling:level_down" in req.tried or h.level(tid) >= len(np.asarray(h.ladder)) - 1:
+    return None
+  return Candidate("sampling", tid, req.label.criterion_id, (hops.SamplingLevelDown(tid),),
+                   "sampling:level_down", "criterion satisfied by every rollout")
+
+
+# ---- guidance: one content builder per field, (request, criterion) -> text ("": none)
+
+
+def _criterion_content(req: ProposalRequest, crit: Criterion) -> str:
+  del req
+  text = crit.text.strip().rstrip(".")
+  return (f"A complete answer to this task must also do the following: {text}. "
+          "Make sure your answer does this explicitly.")
+
+
+def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
+  memory = req.memory
+  if memory is None:
+    return ""
+  best = worst = None
+  source = ""
+  try:
+    neighbours = memory.similar(req.group.task_id, crit.id)
+  except HarnessError:  # the criterion is not embedded yet
+    neighbours = ()
+  for nb in neighbours:
+    if nb.best is not None:
+      best, worst, source = nb.best, nb.worst, nb.text
+      break
+  if best is None:
+    own = memory.donors.get((req.group.task_id, crit.id), (None, None))
+    best, source = own[0], crit.text
+    worst = own[1]
+  if best is None:
+    return ""
+  worst_text = worst.text if worst is not None else \
+      req.group.responses[int(np.argmin(req.group.rewards))]
+  return (f"An answer that met a similar requirement (\"{source}\"):\n{best.text.strip()}\n\n"
+          f"An answer that missed it:\n{worst_text.strip()}")
+
+
+def _critique_content(req: ProposalRequest, crit: Criterion) -> str:
+  g = req.group
+  best = int(np.argmax(g.rewards))
+  return (f"None of the {len(g.responses)} previous answers met this requirement: "
+          f"\"{crit.text.strip()}\". The best of them began \""
+          f"{_first_sentence(g.responses[best])}\" and still missed it. Address it "
+          "directly this time.")
+
+
+# guidance field -> its content builder, in the order they are tried
+GUIDANCE_CONTENT = {"criterion": _criterion_content, "reference": _reference_content,
+                    "critique": _critique_content}
+
+
+def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate | None:
+  del config
+  h, tid = req.harness, req.group.task_id
+  cap = int(np.asarray(h.guidance_cap))
+  if cap == 0:
+    return None
+  mounted = dict(h.guidance(tid))
+  crit = _criterion(h, tid, req.label.criterion_id)
+  for field, content_of in GUIDANCE_CONTENT.items():
+    kind = f"guidance:{field}"
+    if kind in req.tried or field in mounted:
+      continue
+    content = content_of(req, crit)
+    if not content:
+      continue
+    ops = []
+    if len(mounted) >= cap:  # make room: drop the oldest mounted field
+      ops.append(hops.DropGuidance(tid, h.guidance(tid)[0][0]))
+    ops.append(hops.AddGuidance(tid, field, _clean(content, field)))
+    return Candidate("guidance", tid, crit.id, tuple(ops), kind,
+                     f"no rollout reaches criterion {crit.id!r}")
+  return None
+
+
+# ---- rubric: one ops builder per kind, (request, criterion, config) -> ops (() : none)
+
+
+def _hack(label: CriterionLabel) -> tuple[str, bool]:
+  """(quoted stock phrases, whether length looks like the separator)."""
+  generic = [e for e in label.evidence if phrases.generic_sentences(e)]
+  quoted = ", ".join(f"\"{e}\"" for e in generic[:3])
+  by_length = dict(label.signals).get("by_length", False)
+  return quoted, bool(by_length)
+
+
+def _rewrite(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
+  del config
+  if crit.anchor or crit.check is not None:  # new text cannot change a program verdict
+    return ()
+  quoted, by_length = _hack(req.label)
+  extra = []
+  if quoted:
+    extra.append(f"stock statements such as {quoted} do not count")
+  if by_length or not quoted:
+    extra.append("length, repetition or filler do not count")
+  text = (f"{crit.text.strip().rstrip('.')}. It counts only when the response's own "
+          f"content shows it; {'; '.join(extra)}.")
+  return (hops.RubricRewrite(req.group.task_id, crit.id, text),)
+
+
+def _negative(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
+  h, tid = req.harness, req.group.task_id
+  quoted, _ = _hack(req.label)
+  if quoted:
+    text = (f"Uses stock statements such as {quoted} in place of content that "
+            f"meets \"{crit.text.strip()}\"")
+  else:
+    text = ("Pads the response with repetition or filler so that it looks like it meets "
+            f"\"{crit.text.strip()}\"")
+  cid = _fresh_id(h, tid, f"{crit.id}-hack")
+  return (hops.RubricCreate(tid, cid, text, -config.negative_weight, ("evolver", "hack")),)
+
+
+def _split(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
+  del config
+  if crit.anchor:
+    return ()
+  h, tid = req.harness, req.group.task_id
+  parts = [p.strip(" ,.") for p in re.split(r",? and |; ", crit.text) if p.strip(" ,.")]
+  if len(parts) < 2:
+    return ()
+  parts = parts[:2] if len(parts) == 2 else [parts[0], " and ".join(parts[1:])]
+  w = float(crit.weight) / 2
+  return (hops.RubricSplit(tid, crit.id, tuple(
+      (_fresh_id(h, tid, f"{crit.id}-{s}"), p, w) for s, p in zip("ab", parts))),)
+
+
+def _reweight(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
+  del config
+  if crit.weight <= 0:
+    return ()
+  return (hops.RubricReweight(req.group.task_id, crit.id, float(crit.weight) / 2),)
+
+
+# rubric kind -> its ops builder, in the default order they are tried
+RUBRIC_OPS = {"rewrite": _rewrite, "negative": _negative, "split": _split,
+              "reweight": _reweight}
+
+
+def _propose_rubric(req: ProposalRequest, config: EvolverConfig) -> Candidate | None:
+  h, tid = req.harness, req.group.task_id
+  crit = _criterion(h, tid, req.label.criterion_id)
+  order = list(RUBRIC_OPS)
+  last = req.feedback[-1].measurement if req.feedback else None
+  if last is not None and last.band is not None and last.delta > last.band[1]:
+    order.remove("reweight")
+    order.insert(0, "reweight")  # the last change overshot: try the gentlest next
+  for kind in order:
+    if f"rubric:{kind}" in req.tried:
+      continue
+    ops = RUBRIC_OPS[kind](req, crit, config)
+    if ops:
+      return Candidate("rubric", tid, crit.id, ops, f"rubric:{kind}",
+                       f"criterion {crit.id!r} passes superficially")
+  return None
+
+
+# route -> the rule proposal for it
+RULE_ROUTES = {"sampling": _propose_sampling, "guidance": _propose_guidance,
+               "rubric": _propose_rubric}
+
+
 class RuleProposer:
-  """Template proposals (see module docstring)."""
+  """Template proposals (see module docstring) on the routes in `routes`."""
 
   name = "rule"
 
-  def __init__(self, config):
-    self.negative_weight = float(config.negative_weight)
+  def __init__(self, config: EvolverConfig, *, routes: frozenset[str] = ALL_ROUTES):
+    self.config = config
+    self.routes = frozenset(routes)
 
-  def propose(self, req: ProposalRequest) -> Candidate | None:
-    fn = {"sampling": self._sampling, "guidance": self._guidance,
-          "rubric": self._rubric}.get(req.route)
-    return None if fn is None else fn(req)
-
-  # ---- sampling
-
-  def _sampling(self, req: ProposalRequest) -> Candidate | None:
-    h, tid = req.harness, req.group.task_id
-    if "sampling:level_down" in req.tried or h.level(tid) >= len(np.asarray(h.ladder)) - 1:
-      return None
-    return Candidate("sampling", tid, req.label.criterion_id, (hops.SamplingLevelDown(tid),),
-                     "sampling:level_down", "criterion satisfied by every rollout")
-
-  # ---- guidance
-
-  def _guidance(self, req: ProposalRequest) -> Candidate | None:
-    h, g, tid = req.harness, req.group, req.group.task_id
-    cap = int(np.asarray(h.guidance_cap))
-    if cap == 0:
-      return None
-    mounted = dict(h.guidance(tid))
-    crit = _criterion(h, tid, req.label.criterion_id)
-    for field in GUIDANCE_KINDS:
-      kind = f"guidance:{field}"
-      if kind in req.tried or field in mounted:
-        continue
-      content = getattr(self, f"_{field}")(req, crit)
-      if not content:
-        continue
-      ops = []
-      if len(mounted) >= cap:  # make room: drop the oldest mounted field
-        ops.append(hops.DropGuidance(tid, h.guidance(tid)[0][0]))
-      ops.append(hops.AddGuidance(tid, field, _clean(content, field)))
-      return Candidate("guidance", tid, crit.id, tuple(ops), kind,
-                       f"no rollout reaches criterion {crit.id!r}")
-    return None
-
-  def _criterion(self, req: ProposalRequest, crit) -> str:
-    del req
-    text = crit.text.strip().rstrip(".")
-    return (f"A complete answer to this task must also do the following: {text}. "
-            "Make sure your answer does this explicitly.")
-
-  def _reference(self, req: ProposalRequest, crit) -> str:
-    memory = req.memory
-    if memory is None:
-      return ""
-    best = worst = None
-    source = ""
-    try:
-      neighbours = memory.similar(req.group.task_id, crit.id)
-    except HarnessError:  # the criterion is not embedded yet
-      neighbours = ()
-    for nb in neighbours:
-      if nb.best is not None:
-        best, worst, source = nb.best, nb.worst, nb.text
-        break
-    if best is None:
-      own = memory.donors.get((req.group.task_id, crit.id), (None, None))
-      best, source = own[0], crit.text
-      worst = own[1]
-    if best is None:
-      return ""
-    worst_text = worst.text if worst is not None else \
-        req.group.responses[int(np.argmin(req.group.rewards))]
-    return (f"An answer that met a similar requirement (\"{source}\"):\n{best.text.strip()}\n\n"
-            f"An answer that missed it:\n{worst_text.strip()}")
-
-  def _critique(self, req: ProposalRequest, crit) -> str:
-    g = req.group
-    best = int(np.argmax(g.rewards))
-    return (f"None of the {len(g.responses)} previous answers met this requirement: "
-            f"\"{crit.text.strip()}\". The best of them began \""
-            f"{_first_sentence(g.responses[best])}\" and still missed it. Address it "
-            "directly this time.")
-
-  # ---- rubric
-
-  def _rubric(self, req: ProposalRequest) -> Candidate | None:
-    h, tid = req.harness, req.group.task_id
-    crit = _criterion(h, tid, req.label.criterion_id)
-    order = list(RUBRIC_KINDS)
-    last = req.feedback[-1].measurement if req.feedback else None
-    if last is not None and last.band is not None and last.delta > last.band[1]:
-      order.remove("reweight")
-      order.insert(0, "reweight")  # the last change overshot: try the gentlest next
-    for kind in order:
-      if f"rubric:{kind}" in req.tried:
-        continue
-      ops = getattr(self, f"_{kind}")(req, h, tid, crit)
-      if ops:
-        return Candidate("rubric", tid, crit.id, ops, f"rubric:{kind}",
-                         f"criterion {crit.id!r} passes superficially")
-    return None
-
-  def _hack(self, label: CriterionLabel) -> tuple[str, bool]:
-    """(quoted stock phrases, whether length looks like the separator)."""
-    generic = [e for e in label.evidence if phrases.generic_sentences(e)]
-    quoted = ", ".join(f"\"{e}\"" for e in generic[:3])
-    by_length = dict(label.signals).get("by_length", False)
-    return quoted, bool(by_length)
-
-  def _rewrite(self, req, h, tid, crit):
-    if crit.anchor or crit.check is not None:  # new text cannot change a program verdict
-      return ()
-    quoted, by_length = self._hack(req.label)
-    extra = []
-    if quoted:
-      extra.append(f"stock statements such as {quoted} do not count")
-    if by_length or not quoted:
-      extra.append("length, repetition or filler do not count")
-    text = (f"{crit.text.strip().rstrip('.')}. It counts only when the response's own "
-            f"content shows it; {'; '.join(extra)}.")
-    return (hops.RubricRewrite(tid, crit.id, text),)
-
-  def _negative(self, req, h, tid, crit):
-    quoted, by_length = self._hack(req.label)
-    if quoted:
-      text = (f"Uses stock statements such as {quoted} in place of content that "
-              f"meets \"{crit.text.strip()}\"")
-    else:
-      text = ("Pads the response with repetition or filler so that it looks like it meets "
-              f"\"{crit.text.strip()}\"")
-    cid = _fresh_id(h, tid, f"{crit.id}-hack")
-    return (hops.RubricCreate(tid, cid, text, -self.negative_weight, ("evolver", "hack")),)
-
-  def _split(self, req, h, tid, crit):
-    if crit.anchor:
-      return ()
-    parts = [p.strip(" ,.") for p in re.split(r",? and |; ", crit.text) if p.strip(" ,.")]
-    if len(parts) < 2:
-      return ()
-    parts = parts[:2] if len(parts) == 2 else [parts[0], " and ".join(parts[1:])]
-    w = float(crit.weight) / 2
-    return (hops.RubricSplit(tid, crit.id, tuple(
-        (_fresh_id(h, tid, f"{crit.id}-{s}"), p, w) for s, p in zip("ab", parts))),)
-
-  def _reweight(self, req, h, tid, crit):
-    if crit.weight <= 0:
-      return ()
-    return (hops.RubricReweight(tid, crit.id, float(crit.weight) / 2),)
+  def propose(self, req: ProposalRequest) -> tuple[Candidate | None, Cost]:
+    """(a candidate, or None: nothing (more) to propose; an empty Cost)."""
+    if req.route not in self.routes:
+      return None, Cost()
+    return RULE_ROUTES[req.route](req, self.config), Cost()
 
 
 PROPOSER_SYSTEM = (
@@ -308,39 +347,44 @@ def parse_proposal(text: str, req: ProposalRequest) -> Candidate | None:
 
 
 class LLMProposer:
-  """Proposals from an LLM (a judges TextClient); a failed parse yields no candidate."""
+  """Proposals from an LLM (a judges TextClient) on the routes in `routes`; a failed parse
+  or a failed server yields no candidate (the evolver's noop)."""
 
   name = "llm"
 
-  def __init__(self, client, config):
+  def __init__(self, client, config: EvolverConfig, *, routes: frozenset[str] = ALL_ROUTES):
     self.client = client
-    self.max_tokens = int(config.llm_max_tokens)
-    self.requests = 0
-    self.failures: list[str] = []
+    self.max_tokens = config.llm_max_tokens
+    self.routes = frozenset(routes)
 
-  def propose(self, req: ProposalRequest) -> Candidate | None:
+  def propose(self, req: ProposalRequest) -> tuple[Candidate | None, Cost]:
+    """(a candidate or None, Cost(llm_requests=requests this call sent))."""
+    if req.route not in self.routes:
+      return None, Cost()
     try:
       cand, sent = llm_json.ask(self.client, proposer_messages(req), self.max_tokens,
                                 lambda t: parse_proposal(t, req))
-    except llm_json.ParseError as e:
-      self.requests += 2
-      self.failures.append(f"{req.group.task_id}/{req.label.criterion_id}: {e}")
-      return None
-    except ServerError as e:  # the server failed after its retries: a noop, not a crash
-      self.requests += 1
-      self.failures.append(f"{req.group.task_id}/{req.label.criterion_id}: {e}")
-      return None
-    self.requests += sent
-    return cand
+    except llm_json.ParseError:
+      return None, Cost(llm_requests=2)
+    except ServerError:  # the server failed after its retries: a noop, not a crash
+      return None, Cost(llm_requests=1)
+    return cand, Cost(llm_requests=sent)
 
 
-def make_proposer(config, *, client=None):
-  if config.proposer == "rule":
-    return RuleProposer(config)
-  if config.proposer == "llm":
-    if client is None:
-      raise HarnessError("evolver.proposer='llm' needs a TextClient (judge backend local, "
-                         "jetstream or openai)")
-    return LLMProposer(client, config)
-  raise HarnessError(f"evolver.proposer={config.proposer!r}; expected 'rule' or 'llm'")
+def _llm_proposer(config: EvolverConfig, client, routes: frozenset[str]) -> LLMProposer:
+  if client is None:
+    raise HarnessError("evolver.proposer='llm' needs a TextClient (judge backend local, "
+                       "jetstream or openai)")
+  return LLMProposer(client, config, routes=routes)
 
+
+# config.evolver.proposer -> builder(config, client, routes)
+_PROPOSERS = {"rule": lambda config, client, routes: RuleProposer(config, routes=routes),
+              "llm": _llm_proposer}
+
+
+def make_proposer(config: EvolverConfig, *, client=None,
+                  routes: frozenset[str] = ALL_ROUTES):
+  """The proposer `config.proposer` names ("rule" or "llm"; checked by EvolverConfig),
+  proposing only on `routes` (config.ablation.routes)."""
+  return _PROPOSERS[config.proposer](config, client, frozenset(routes))

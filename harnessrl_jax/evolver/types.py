@@ -1,4 +1,5 @@
-"""The values that pass between the evolver's roles: groups, labels, candidates, verdicts.
+"""The values that pass between the evolver's roles: groups, labels, candidates, verdicts,
+and the cost each role call returns with its result.
 
 All frozen. Arrays are read-only NumPy, shaped (criteria, rollouts) for one task.
 """
@@ -15,12 +16,33 @@ from harnessrl_jax.harness.ops import Op, op_to_json
 
 LABELS = ("blind", "saturated", "spurious", "agree")
 ROUTES = {"blind": "guidance", "saturated": "sampling", "spurious": "rubric"}
+ALL_ROUTES = frozenset(ROUTES.values())
 
 
 def _ro(a, dtype) -> np.ndarray:
   a = np.array(a, dtype)
   a.flags.writeable = False
   return a
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+  """What one role call spent, returned with its result (the evolver sums them).
+
+  Attributes:
+    llm_requests: requests sent to an LLM (the attributor's / proposer's TextClient, the
+      critic's judge).
+    judge_cells: (criterion, response) cells the critic had graded.
+    rollouts: responses the critic re-sampled from the policy.
+  """
+
+  llm_requests: int = 0
+  judge_cells: int = 0
+  rollouts: int = 0
+
+  def __add__(self, other: Cost) -> Cost:
+    return Cost(self.llm_requests + other.llm_requests, self.judge_cells + other.judge_cells,
+                self.rollouts + other.rollouts)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,8 +1,18 @@
-"""Defaults of the harness sub-config (`config.harness`), merged into the one config tree."""
+"""The harness config section (`config.harness`): its documented defaults, `HarnessConfig`
+(its typed view), and the rules a sampling ladder and the guidance caps must follow
+(`ladder_problems`, `caps_problems`, shared with the harness operations)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import ml_collections
+
+from harnessrl_jax.errors import refuse
+from harnessrl_jax.run_files import GUIDANCE_FIELDS
 
 
 def harness_defaults() -> ml_collections.ConfigDict:
@@ -25,3 +35,58 @@ def harness_defaults() -> ml_collections.ConfigDict:
   c.ladder = (1.0, 0.61, 0.38, 0.17)
   c.guidance_caps = (3, 2, 1, 0)
   return c
+
+
+def ladder_problems(ladder: Sequence[float]) -> list[str]:
+  """What is wrong with a sampling ladder (empty: nothing), each a reason to follow it."""
+  vals = [float(x) for x in ladder]
+  out = []
+  if len(vals) < 2 or vals[0] != 1.0:
+    out.append("needs at least two levels and must start at 1.0")
+  if not all(math.isfinite(x) and x > 0 for x in vals):
+    out.append("every level must be a finite number > 0")
+  if any(b >= a for a, b in zip(vals, vals[1:])):
+    out.append("levels must strictly decrease")
+  return out
+
+
+def caps_problems(caps: Sequence[int]) -> list[str]:
+  """What is wrong with the guidance caps (empty: nothing), each a reason to follow them."""
+  caps = tuple(caps)
+  n = len(GUIDANCE_FIELDS)
+  out = []
+  if len(caps) != 4 or not all(isinstance(c, int) and 0 <= c <= n for c in caps):
+    out.append(f"need 4 integers (one per training quarter) in [0, {n}]")
+  if any(b > a for a, b in zip(caps, caps[1:])):
+    out.append("the cap must not increase from quarter to quarter")
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessConfig:
+  """`config.harness`, typed and checked (field meanings: `harness_defaults`)."""
+
+  total_weight: float
+  ladder: tuple[float, ...]
+  guidance_caps: tuple[int, ...]
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> HarnessConfig:
+    """The view of a harness section (a ConfigDict or a view); raises one ConfigError
+    listing every problem unless `check` is False."""
+    view = cls(total_weight=float(section.total_weight),
+               ladder=tuple(float(x) for x in section.ladder),
+               guidance_caps=tuple(section.guidance_caps))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = []
+    if not (math.isfinite(self.total_weight) and self.total_weight > 0):
+      out.append(f"config.harness.total_weight = {self.total_weight}: must be a finite "
+                 "number > 0")
+    out += [f"config.harness.ladder = {self.ladder}: {p}" for p in ladder_problems(self.ladder)]
+    out += [f"config.harness.guidance_caps = {self.guidance_caps}: {p}"
+            for p in caps_problems(self.guidance_caps)]
+    return out

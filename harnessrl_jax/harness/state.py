@@ -30,8 +30,11 @@ import numpy as np
 
 from harnessrl_jax.data.schema import Check, Criterion, Task
 from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.harness.config import (HarnessConfig, harness_defaults,
+                                          ladder_problems)
+from harnessrl_jax.run_files import GUIDANCE_FIELDS
 
-FIELDS = ("criterion", "reference", "critique")
+FIELDS = GUIDANCE_FIELDS   # named once in run_files: the run logs per-field shares
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,23 +213,10 @@ def rows_of(h: Harness) -> list[list[float]]:
 
 
 def check_ladder(ladder: Sequence[float]) -> None:
-  vals = [float(x) for x in ladder]
-  if len(vals) < 2 or vals[0] != 1.0:
-    raise HarnessError(f"ladder {vals}: needs at least two levels and must start at 1.0")
-  if not all(math.isfinite(x) and x > 0 for x in vals):
-    raise HarnessError(f"ladder {vals}: every level must be a finite number > 0")
-  if any(b >= a for a, b in zip(vals, vals[1:])):
-    raise HarnessError(f"ladder {vals}: levels must strictly decrease")
-
-
-def check_caps(caps: Sequence[int]) -> None:
-  caps = tuple(caps)
-  if len(caps) != 4 or not all(isinstance(c, int) and 0 <= c <= len(FIELDS) for c in caps):
-    raise HarnessError(f"guidance_caps {caps}: need 4 integers (one per training quarter) "
-                       f"in [0, {len(FIELDS)}]")
-  if any(b > a for a, b in zip(caps, caps[1:])):
-    raise HarnessError(f"guidance_caps {caps}: the cap must not increase from quarter to "
-                       "quarter")
+  """HarnessError unless `ladder` is a valid sampling ladder (harness.config's rules)."""
+  problems = ladder_problems(ladder)
+  if problems:
+    raise HarnessError(f"ladder {[float(x) for x in ladder]}: " + "; ".join(problems))
 
 
 def from_tasks(tasks: Sequence[Task], config=None) -> Harness:
@@ -234,21 +224,14 @@ def from_tasks(tasks: Sequence[Task], config=None) -> Harness:
 
   Args:
     tasks: the training pool; ids must be unique, as must criterion ids within a task.
-    config: `harness_defaults()` or a ConfigDict with the same fields (None: defaults).
+    config: the `harness` config section or its `HarnessConfig` (None: the defaults).
 
   The seed weights ARE rescaled so each task's positive weights sum to Lambda: one factor
   per task, negatives included, which leaves the seed reward unchanged and makes
   "positive weights sum to Lambda" an invariant of every harness.
   """
-  if config is None:
-    from harnessrl_jax.harness.config import harness_defaults  # pylint: disable=g-import-not-at-top
-    config = harness_defaults()
-  total = float(config.total_weight)
-  if not (math.isfinite(total) and total > 0):
-    raise HarnessError(f"harness.total_weight={total}: must be a finite number > 0")
-  check_ladder(config.ladder)
-  caps = tuple(config.guidance_caps)
-  check_caps(caps)
+  hc = HarnessConfig.from_config(harness_defaults() if config is None else config)
+  total, caps = hc.total_weight, hc.guidance_caps
   seen = set()
   states, rows = [], []
   for task in tasks:
@@ -268,7 +251,7 @@ def from_tasks(tasks: Sequence[Task], config=None) -> Harness:
     states.append(TaskState(task.id, tuple(
         RubricEntry(c.id, c.text, bool(c.anchor), tuple(c.tags), c.check)
         for c in task.criteria)))
-  return build(states, np.zeros(len(states), np.int32), config.ladder, rows,
+  return build(states, np.zeros(len(states), np.int32), hc.ladder, rows,
                guidance_cap=caps[0], total_weight=total, guidance_caps=caps)
 
 

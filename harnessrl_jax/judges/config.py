@@ -1,4 +1,5 @@
-"""Defaults of the `judge` config section (merged into harnessrl_jax/config.py by the lead).
+"""The `judge` config section: its documented defaults, `JudgeConfig` (its typed view) and
+`same_model` (whether a local judge can reuse the loaded policy).
 
 Backends (judge.backend):
   program   - the verifiable checks of data/checks.py only; criteria without a check stay
@@ -16,7 +17,13 @@ Backends (judge.backend):
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import ml_collections
+
+from harnessrl_jax.errors import refuse
+from harnessrl_jax.models.settings import ModelSettings, model_defaults
 
 BACKENDS = ("program", "local", "jetstream", "openai", "hybrid")
 LOCAL_VERDICT_MODES = ("logits", "generate")
@@ -40,14 +47,9 @@ def judge_defaults() -> ml_collections.ConfigDict:
   j.max_unscored_share = 0.1
   j.cache_size = 200_000               # cached verdicts (LRU); regrading unchanged cells is free
 
-  # Judge model for "local" (same fields as config.model; a frozen judge, not the policy).
-  j.model = ml_collections.ConfigDict()
-  j.model.source = "smollm2"
-  j.model.path = ""
-  j.model.cache_dir = ""
-  j.model.dtype = "float32"
-  j.model.param_dtype = "float32"
-  j.model.remat = False
+  # The judge's model for "local" (and the tokenizer for "jetstream"): the fields of
+  # config.model (models/settings.py); a frozen judge, never the policy being trained.
+  j.model = model_defaults()
   j.local = ml_collections.ConfigDict()
   j.local.verdict = "logits"           # "logits" (one forward per cell) or "generate"
   j.local.batch_size = 16              # prompts per forward / greedy rollout call
@@ -65,3 +67,126 @@ def judge_defaults() -> ml_collections.ConfigDict:
   # the LAST tokens of a longer prompt, so the client refuses such prompts instead.
   j.jetstream.max_prompt_tokens = 1024
   return j
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalJudgeConfig:
+  verdict: str
+  batch_size: int
+  prompt_buckets: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenAIJudgeConfig:
+  base_url: str
+  model: str
+  api_key_env: str
+  temperature: float
+
+
+@dataclasses.dataclass(frozen=True)
+class JetStreamJudgeConfig:
+  address: str
+  max_prompt_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeConfig:
+  """`config.judge`, typed and checked (field meanings: `judge_defaults`)."""
+
+  backend: str
+  llm_backend: str
+  max_new_tokens: int
+  parse_retries: int
+  transport_retries: int
+  backoff_s: float
+  backoff_max_s: float
+  timeout_s: float
+  max_concurrency: int
+  max_unscored_share: float
+  cache_size: int
+  model: ModelSettings
+  local: LocalJudgeConfig
+  openai: OpenAIJudgeConfig
+  jetstream: JetStreamJudgeConfig
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> JudgeConfig:
+    """The view of a judge section (a ConfigDict or a view); raises one ConfigError listing
+    every problem unless `check` is False."""
+    lo, o, js = section.local, section.openai, section.jetstream
+    view = cls(
+        backend=str(section.backend), llm_backend=str(section.llm_backend),
+        max_new_tokens=int(section.max_new_tokens), parse_retries=int(section.parse_retries),
+        transport_retries=int(section.transport_retries), backoff_s=float(section.backoff_s),
+        backoff_max_s=float(section.backoff_max_s), timeout_s=float(section.timeout_s),
+        max_concurrency=int(section.max_concurrency),
+        max_unscored_share=float(section.max_unscored_share),
+        cache_size=int(section.cache_size),
+        model=ModelSettings.from_config(section.model, where="config.judge.model",
+                                        check=False),
+        local=LocalJudgeConfig(str(lo.verdict), int(lo.batch_size),
+                               tuple(int(b) for b in lo.prompt_buckets)),
+        openai=OpenAIJudgeConfig(str(o.base_url), str(o.model), str(o.api_key_env),
+                                 float(o.temperature)),
+        jetstream=JetStreamJudgeConfig(str(js.address), int(js.max_prompt_tokens)))
+    if check:
+      refuse(view.problems())
+    return view
+
+  @property
+  def text_backend(self) -> str | None:
+    """The LLM backend that judges cells without a check: judge.llm_backend for "hybrid",
+    the backend itself for an LLM backend, None for "program"."""
+    if self.backend == "hybrid":
+      return self.llm_backend
+    return self.backend if self.backend in LLM_BACKENDS else None
+
+  def problems(self) -> list[str]:
+    out = []
+    if self.backend not in BACKENDS:
+      out.append(f"config.judge.backend = {self.backend!r}: expected one of {BACKENDS}")
+    if self.backend == "hybrid" and self.llm_backend not in LLM_BACKENDS:
+      out.append(f"config.judge.llm_backend = {self.llm_backend!r}: expected one of "
+                 f"{LLM_BACKENDS}")
+    if self.local.verdict not in LOCAL_VERDICT_MODES:
+      out.append(f"config.judge.local.verdict = {self.local.verdict!r}: expected one of "
+                 f"{LOCAL_VERDICT_MODES}")
+    for name in ("parse_retries", "transport_retries", "backoff_s", "backoff_max_s"):
+      if getattr(self, name) < 0:
+        out.append(f"config.judge.{name} = {getattr(self, name)}: must be >= 0")
+    for name in ("max_new_tokens", "max_concurrency"):
+      if getattr(self, name) < 1:
+        out.append(f"config.judge.{name} = {getattr(self, name)}: must be >= 1")
+    if not self.timeout_s > 0:
+      out.append(f"config.judge.timeout_s = {self.timeout_s}: must be > 0")
+    if not 0.0 <= self.max_unscored_share <= 1.0:
+      out.append(f"config.judge.max_unscored_share = {self.max_unscored_share}: must be in "
+                 "[0, 1]")
+    if self.local.batch_size < 1:
+      out.append(f"config.judge.local.batch_size = {self.local.batch_size}: must be >= 1")
+    if not self.local.prompt_buckets or min(self.local.prompt_buckets) < 1:
+      out.append(f"config.judge.local.prompt_buckets = {self.local.prompt_buckets}: need "
+                 "positive lengths")
+    if self.jetstream.max_prompt_tokens < 1:
+      out.append(f"config.judge.jetstream.max_prompt_tokens = "
+                 f"{self.jetstream.max_prompt_tokens}: must be >= 1")
+    if self.text_backend == "openai":
+      if not self.openai.model:
+        out.append("config.judge.openai.model is empty: name the served model (backend "
+                   "'openai')")
+      if not self.openai.base_url.startswith(("http://", "https://")):
+        out.append(f"config.judge.openai.base_url = {self.openai.base_url!r}: expected "
+                   "http(s)://host:port/v1")
+    if self.text_backend in ("local", "jetstream"):   # both load judge.model
+      out.extend(self.model.problems("config.judge.model"))
+    return out
+
+
+def same_model(judge_model_section: Any, model_section: Any) -> bool:
+  """Whether a local judge of `config.judge.model` can reuse the model loaded for
+  `config.model` instead of loading its own: both name the same weights and numerics
+  (`ModelSettings.weights_key`: source, dtypes, and the path of "hf" or the seed and family
+  of "tiny"; cache_dir and remat do not matter). Either may be a section or a dict."""
+  return (ModelSettings.from_config(judge_model_section, check=False).weights_key() ==
+          ModelSettings.from_config(model_section, check=False).weights_key())

@@ -1,7 +1,7 @@
 """The training-time memory: time index of every draw, semantics index of criterion texts
 (sentence-transformers + faiss), reference donors, and their persistence."""
 
-from harnessrl_jax.memory.config import memory_defaults
+from harnessrl_jax.memory.config import MemoryConfig, memory_defaults
 from harnessrl_jax.memory.embedder import Embedder, SentenceEmbedder, embedder_from_config
 from harnessrl_jax.memory.semantic_index import Hit, SemanticIndex
 from harnessrl_jax.memory.store import Example, Memory, Neighbor

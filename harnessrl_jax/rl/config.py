@@ -1,4 +1,7 @@
-"""The `rl` section of the config tree: every learner default, with the reason for it.
+"""The `rl` section of the config tree: every learner default, with the reason for it, and
+its typed views: `RLConfig` (what the driver's loop reads), `OptimizerConfig` (what
+train_state's optimiser and schedule read) and `MeshConfig` (config.rl.mesh). The loss and
+step fields have theirs next to their code: `losses.LossConfig`, `train_step.StepConfig`.
 
 The paper (spec section 3) fixes lr 1e-6, beta 0.001 and J = 8; everything else here is a
 design choice and says why. `harnessrl_jax.config.base_config()` mounts this as `c.rl`.
@@ -6,7 +9,17 @@ design choice and says why. `harnessrl_jax.config.base_config()` mounts this as 
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from typing import Any
+
 import ml_collections
+
+from harnessrl_jax.errors import refuse
+from harnessrl_jax.models.sharding import MESH_AXES
+from harnessrl_jax.rl.advantages import ADVANTAGE_FNS
+
+LR_SCHEDULES = ("constant", "cosine")
 
 
 def rl_defaults() -> ml_collections.ConfigDict:
@@ -67,3 +80,151 @@ def rl_defaults() -> ml_collections.ConfigDict:
   c.mesh.fsdp = -1
   c.mesh.tensor = 1
   return c
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  """The optimiser and schedule fields of `config.rl` (meanings: `rl_defaults`)."""
+
+  learning_rate: float
+  warmup_steps: int
+  lr_schedule: str
+  total_steps: int
+  adam_b1: float
+  adam_b2: float
+  adam_eps: float
+  weight_decay: float
+  max_grad_norm: float
+
+  @classmethod
+  def from_config(cls, rl: Any, *, check: bool = True) -> OptimizerConfig:
+    """The view of config.rl's optimiser fields (a ConfigDict or a view); raises one
+    ConfigError listing every problem unless `check` is False."""
+    view = cls(learning_rate=float(rl.learning_rate), warmup_steps=int(rl.warmup_steps),
+               lr_schedule=str(rl.lr_schedule), total_steps=int(rl.total_steps),
+               adam_b1=float(rl.adam_b1), adam_b2=float(rl.adam_b2),
+               adam_eps=float(rl.adam_eps), weight_decay=float(rl.weight_decay),
+               max_grad_norm=float(rl.max_grad_norm))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = []
+    if not (math.isfinite(self.learning_rate) and self.learning_rate >= 0):
+      out.append(f"config.rl.learning_rate = {self.learning_rate}: must be a finite number "
+                 ">= 0")
+    if self.warmup_steps < 0:
+      out.append(f"config.rl.warmup_steps = {self.warmup_steps}: must be >= 0")
+    if self.lr_schedule not in LR_SCHEDULES:
+      out.append(f"config.rl.lr_schedule = {self.lr_schedule!r}: expected 'constant' or "
+                 "'cosine'")
+    elif self.lr_schedule == "cosine" and self.total_steps <= self.warmup_steps:
+      out.append(f"config.rl.total_steps = {self.total_steps} must exceed "
+                 f"config.rl.warmup_steps = {self.warmup_steps} for the cosine schedule")
+    for name in ("adam_b1", "adam_b2"):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        out.append(f"config.rl.{name} = {getattr(self, name)}: must be in [0, 1)")
+    if not self.adam_eps > 0:
+      out.append(f"config.rl.adam_eps = {self.adam_eps}: must be > 0")
+    if not self.weight_decay >= 0:
+      out.append(f"config.rl.weight_decay = {self.weight_decay}: must be >= 0")
+    if not self.max_grad_norm > 0:
+      out.append(f"config.rl.max_grad_norm = {self.max_grad_norm}: must be > 0")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshConfig:
+  """`config.rl.mesh`: the size of each mesh axis; one may be -1 (the devices the others
+  leave)."""
+
+  data: int
+  fsdp: int
+  tensor: int
+
+  @classmethod
+  def from_config(cls, mesh: Any, *, check: bool = True) -> MeshConfig:
+    """The view of a mesh section (a ConfigDict or a view; a missing axis has size 1);
+    raises one ConfigError listing every problem unless `check` is False."""
+    view = cls(**{a: int(getattr(mesh, a, 1)) for a in MESH_AXES})
+    if check:
+      refuse(view.problems())
+    return view
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    return {a: getattr(self, a) for a in MESH_AXES}
+
+  @property
+  def fixed(self) -> int:
+    """The product of the sized axes (every axis but a -1 one)."""
+    return math.prod(s for s in self.sizes.values() if s > 0)
+
+  def resolve(self, device_count: int) -> dict[str, int]:
+    """The axis sizes on `device_count` devices: a -1 axis takes what the others leave."""
+    return {a: device_count // self.fixed if s == -1 else s for a, s in self.sizes.items()}
+
+  def problems(self) -> list[str]:
+    """What is wrong whatever the devices."""
+    sizes = self.sizes
+    if sum(s == -1 for s in sizes.values()) > 1 or any(s == 0 or s < -1
+                                                        for s in sizes.values()):
+      return [f"config.rl.mesh = {sizes}: sizes must be positive, at most one -1"]
+    return []
+
+  def device_problems(self, device_count: int, process_count: int = 1) -> list[str]:
+    """What is wrong on `device_count` devices of `process_count` processes: the mesh must
+    fit the devices, a -1 axis must divide them, and on several processes the mesh must
+    span every device (each process feeds its own devices' rows)."""
+    sizes, fixed, free = self.sizes, self.fixed, -1 in self.sizes.values()
+    if fixed > device_count:
+      return [f"config.rl.mesh = {sizes} needs {fixed} devices but this run sees "
+              f"{device_count}: lower config.rl.mesh.data / fsdp / tensor (or set one of "
+              "them to -1 to use what is there)"]
+    if free and device_count % fixed:
+      return [f"config.rl.mesh = {sizes}: {device_count} devices are not a multiple of "
+              f"{fixed}"]
+    if not free and process_count > 1 and fixed != device_count:
+      return [f"config.rl.mesh = {sizes} uses {fixed} of the {device_count} devices of "
+              f"{process_count} processes: a run on several processes needs a mesh over "
+              "every device; set one axis to -1 (e.g. --config.rl.mesh.fsdp=-1)"]
+    return []
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+  """What the driver's loop reads from `config.rl`, typed and checked (meanings:
+  `rl_defaults`), with the optimiser's and the mesh's views."""
+
+  tasks_per_step: int
+  num_epochs: int
+  advantage: str
+  eps_advantage: float
+  optimizer: OptimizerConfig
+  mesh: MeshConfig
+
+  @classmethod
+  def from_config(cls, rl: Any, *, check: bool = True) -> RLConfig:
+    """The view of an rl section (a ConfigDict or a view); raises one ConfigError listing
+    every problem of these fields unless `check` is False."""
+    view = cls(tasks_per_step=int(rl.tasks_per_step), num_epochs=int(rl.num_epochs),
+               advantage=str(rl.advantage), eps_advantage=float(rl.eps_advantage),
+               optimizer=OptimizerConfig.from_config(
+                   rl.optimizer if isinstance(rl, RLConfig) else rl, check=False),
+               mesh=MeshConfig.from_config(rl.mesh, check=False))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = []
+    for name in ("tasks_per_step", "num_epochs"):
+      if getattr(self, name) < 1:
+        out.append(f"config.rl.{name} = {getattr(self, name)}: must be >= 1")
+    if self.advantage not in ADVANTAGE_FNS:
+      out.append(f"config.rl.advantage = {self.advantage!r}: expected one of "
+                 f"{sorted(ADVANTAGE_FNS)}")
+    if not self.eps_advantage > 0:
+      out.append(f"config.rl.eps_advantage = {self.eps_advantage}: must be > 0")
+    return out + self.optimizer.problems() + self.mesh.problems()

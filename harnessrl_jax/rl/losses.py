@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.errors import ConfigError, refuse
 
 
 # KL(pi || ref) estimators on samples from pi, with d = log ref - log pi (Schulman 2020).
@@ -89,17 +89,22 @@ class LossConfig:
   max_response_len: int = 0
 
   def __post_init__(self):
+    problems = []
     if self.kl_estimator not in KL_ESTIMATORS:
-      raise ConfigError(f"config.rl.kl_estimator = {self.kl_estimator!r}: expected one of "
-                        f"{sorted(KL_ESTIMATORS)}")
+      problems.append(f"config.rl.kl_estimator = {self.kl_estimator!r}: expected one of "
+                      f"{sorted(KL_ESTIMATORS)}")
     if self.loss_aggregation not in LOSS_AGGREGATIONS:
-      raise ConfigError(f"config.rl.loss_aggregation = {self.loss_aggregation!r}: expected "
-                        f"one of {sorted(LOSS_AGGREGATIONS)}")
+      problems.append(f"config.rl.loss_aggregation = {self.loss_aggregation!r}: expected "
+                      f"one of {sorted(LOSS_AGGREGATIONS)}")
     if not (0 <= self.clip_eps_low < 1 and self.clip_eps_high >= 0):
-      raise ConfigError(f"config.rl.clip_eps_low/high = {self.clip_eps_low}/"
-                        f"{self.clip_eps_high}: need 0 <= eps_low < 1 and eps_high >= 0")
+      problems.append(f"config.rl.clip_eps_low/high = {self.clip_eps_low}/"
+                      f"{self.clip_eps_high}: need 0 <= eps_low < 1 and eps_high >= 0")
     if self.beta < 0:
-      raise ConfigError(f"config.rl.beta = {self.beta}: must be >= 0")
+      problems.append(f"config.rl.beta = {self.beta}: must be >= 0")
+    if self.max_response_len < 0:
+      problems.append(f"config.rl.max_response_len = {self.max_response_len}: must be >= 0 "
+                      "(0: the batch's response length)")
+    refuse(problems)
 
   @classmethod
   def from_config(cls, rl: ml_collections.ConfigDict) -> "LossConfig":

@@ -14,32 +14,34 @@ from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.errors import refuse
 from harnessrl_jax.models import sharding as model_sharding
 from harnessrl_jax.rl.batch import RLBatch
+from harnessrl_jax.rl.config import MeshConfig
 from harnessrl_jax.rl.train_state import TrainState, create_train_state
 
 
-def mesh_from_config(mesh_cfg: ml_collections.ConfigDict,
-                     devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """config.rl.mesh -> Mesh; one axis may be -1 (the devices the others leave)."""
+def mesh_from_config(mesh_cfg: Any, devices: Sequence[jax.Device] | None = None) -> Mesh:
+  """config.rl.mesh (a section or its `MeshConfig`) over `devices` (default: all of them);
+  a -1 axis takes the devices the others leave, a fully sized mesh the first ones."""
   devices = list(jax.devices() if devices is None else devices)
-  sizes = {a: int(mesh_cfg.get(a, 1)) for a in model_sharding.MESH_AXES}
-  free = [a for a, s in sizes.items() if s == -1]
-  if len(free) > 1 or any(s == 0 or s < -1 for s in sizes.values()):
-    raise ConfigError(f"config.rl.mesh = {sizes}: sizes must be positive, at most one -1")
-  if free:
-    known = math.prod(s for s in sizes.values() if s > 0)
-    if len(devices) % known:
-      raise ConfigError(f"config.rl.mesh = {sizes}: {len(devices)} devices are not a "
-                        f"multiple of {known}")
-    sizes[free[0]] = len(devices) // known
-  return model_sharding.make_mesh(sizes, devices)
+  m = MeshConfig.from_config(mesh_cfg)
+  refuse(m.device_problems(len(devices)))
+  sizes = m.resolve(len(devices))
+  return model_sharding.make_mesh(sizes, devices[:math.prod(sizes.values())])
+
+
+def mesh_for_devices(mesh_cfg: Any, devices: Sequence[jax.Device] | None = None
+                     ) -> Mesh | None:
+  """The learner's mesh: `mesh_from_config`, or None when it holds a single device (the
+  run then places nothing). `harnessrl_jax.config.validate` refuses meshes that do not fit
+  the devices (with the process count) beforehand; this raises the same problems if not."""
+  mesh = mesh_from_config(mesh_cfg, devices)
+  return mesh if mesh.size > 1 else None
 
 
 def state_shardings(params: Any, tx: optax.GradientTransformation, mesh: Mesh,
@@ -63,7 +65,9 @@ def init_state(params: Any, tx: optax.GradientTransformation, mesh: Mesh | None 
     # (the usual start, ref = initial policy) would be donated twice.
     ref_params = jax.tree.map(jnp.copy, ref_params)
   if mesh is None:
-    return create_train_state(params, tx, ref_params), None
+    # Own buffers for the policy too: the loaded model that `params` came from may live on
+    # (a local judge reusing it, `judges.config.same_model`), and donation would free it.
+    return create_train_state(jax.tree.map(jnp.copy, params), tx, ref_params), None
   sh = state_shardings(params, tx, mesh, with_ref=ref_params is not None)
   # Place params first so init never gathers a whole model on one device.
   params = jax.device_put(params, sh.params)

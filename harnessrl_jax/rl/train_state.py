@@ -6,11 +6,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
 from flax import struct
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.rl.config import OptimizerConfig
 
 
 @struct.dataclass
@@ -33,21 +32,18 @@ class TrainState:
   skipped_steps: jax.Array
 
 
-def lr_schedule(rl: ml_collections.ConfigDict) -> optax.Schedule:
-  """Linear warmup from 0 over rl.warmup_steps, then constant or cosine to 0 at total_steps."""
-  lr, warmup = float(rl.learning_rate), int(rl.warmup_steps)
-  if rl.lr_schedule == "constant":
+def lr_schedule(rl: Any) -> optax.Schedule:
+  """Linear warmup from 0 over rl.warmup_steps, then constant or cosine to 0 at total_steps.
+
+  `rl`: config.rl (a section, or its `OptimizerConfig`)."""
+  o = OptimizerConfig.from_config(rl)
+  lr, warmup = o.learning_rate, o.warmup_steps
+  if o.lr_schedule == "constant":
     if warmup <= 0:
       return optax.constant_schedule(lr)
     return optax.join_schedules(
         [optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)], [warmup])
-  if rl.lr_schedule == "cosine":
-    if int(rl.total_steps) <= warmup:
-      raise ConfigError(f"config.rl.total_steps = {rl.total_steps} must exceed "
-                        f"config.rl.warmup_steps = {warmup} for the cosine schedule")
-    return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 0), int(rl.total_steps))
-  raise ConfigError(f"config.rl.lr_schedule = {rl.lr_schedule!r}: expected 'constant' or "
-                    "'cosine'")
+  return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 0), o.total_steps)
 
 
 def _decay_mask(params: Any) -> Any:
@@ -55,15 +51,15 @@ def _decay_mask(params: Any) -> Any:
   return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
-def make_optimizer(rl: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW on the schedule of `lr_schedule`."""
-  if float(rl.max_grad_norm) <= 0:
-    raise ConfigError(f"config.rl.max_grad_norm = {rl.max_grad_norm}: must be > 0")
+def make_optimizer(rl: Any) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW on the schedule of `lr_schedule`.
+
+  `rl`: config.rl (a section, or its `OptimizerConfig`)."""
+  o = OptimizerConfig.from_config(rl)
   return optax.chain(
-      optax.clip_by_global_norm(float(rl.max_grad_norm)),
-      optax.adamw(lr_schedule(rl), b1=float(rl.adam_b1), b2=float(rl.adam_b2),
-                  eps=float(rl.adam_eps), weight_decay=float(rl.weight_decay),
-                  mask=_decay_mask),
+      optax.clip_by_global_norm(o.max_grad_norm),
+      optax.adamw(lr_schedule(o), b1=o.adam_b1, b2=o.adam_b2, eps=o.adam_eps,
+                  weight_decay=o.weight_decay, mask=_decay_mask),
   )
 
 

@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.errors import ConfigError, refuse
 from harnessrl_jax.models import sharding as model_sharding
 from harnessrl_jax.rl import advantages as adv_lib
 from harnessrl_jax.rl import losses
@@ -56,11 +56,21 @@ class StepConfig:
 
   @classmethod
   def from_config(cls, rl: ml_collections.ConfigDict) -> "StepConfig":
+    """The view of config.rl's step and loss fields; one ConfigError lists every problem."""
+    problems = []
     if float(rl.temperature) <= 0:
-      raise ConfigError(f"config.rl.temperature = {rl.temperature}: must be > 0")
+      problems.append(f"config.rl.temperature = {rl.temperature}: must be > 0")
     if int(rl.logprob_chunk) < 1:
-      raise ConfigError(f"config.rl.logprob_chunk = {rl.logprob_chunk}: must be >= 1")
-    return cls(loss=losses.LossConfig.from_config(rl), micro_batch_size=int(rl.micro_batch_size),
+      problems.append(f"config.rl.logprob_chunk = {rl.logprob_chunk}: must be >= 1")
+    if int(rl.micro_batch_size) < 0:
+      problems.append(f"config.rl.micro_batch_size = {rl.micro_batch_size}: must be >= 0 "
+                      "(0: the whole batch)")
+    try:
+      loss = losses.LossConfig.from_config(rl)
+    except ConfigError as e:
+      problems = str(e).splitlines() + problems
+    refuse(problems)
+    return cls(loss=loss, micro_batch_size=int(rl.micro_batch_size),
                logprob_chunk=int(rl.logprob_chunk), temperature=float(rl.temperature))
 
 
@@ -256,9 +266,10 @@ def update_on_batch(train_step, logprob_fn, state: TrainState, batch: RLBatch,
   return state, history
 
 
-def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, **kwargs):
-  """`make_train_step` from config.rl: optimiser, schedule and step settings in one place."""
-  tx = make_optimizer(rl)
+def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, *, tx=None, **kwargs):
+  """(optimiser, `make_train_step`) from config.rl: optimiser, schedule and step settings
+  in one place. Pass `tx` when the state was already built with the run's optimiser."""
+  tx = make_optimizer(rl) if tx is None else tx
   step = make_train_step(forward, tx, StepConfig.from_config(rl), schedule=lr_schedule(rl),
                          **kwargs)
   return tx, step

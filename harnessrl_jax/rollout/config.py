@@ -1,0 +1,100 @@
+"""The `rollout` config section: its documented defaults and `RolloutConfig`, its typed view.
+
+`SamplingParams.from_config` and `Sampler.from_config` build from this section through the
+view; the sampling settings' admissible values (`sampling_problems`) are written once here
+and shared with `SamplingParams`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import ml_collections
+
+from harnessrl_jax.errors import refuse
+
+# Decode steps per phase (see engine.decode_phases): shorter phases read fewer empty cache
+# slots but compile more loops. Measured on SmolLM2 at 128 new tokens in docs/performance.md.
+DECODE_PHASE_TOKENS = 32
+
+
+def rollout_defaults() -> ml_collections.ConfigDict:
+  """The rollout section's documented defaults.
+
+  Fields:
+    num_samples: J, rollouts per task (paper: 8).
+    max_new_tokens: the longest response.
+    temperature: sampling temperature; the learner's rl.temperature must match.
+    top_p: nucleus mass; 1.0: no nucleus cut.
+    top_k: keep the k likeliest tokens; 0: no top-k cut.
+    prompt_buckets: prompt lengths round up to these, so new lengths do not recompile.
+    decode_phase_tokens: decode steps per phase; each phase reads only the filled cache.
+  """
+  r = ml_collections.ConfigDict()
+  r.num_samples = 8
+  r.max_new_tokens = 128
+  r.temperature = 1.0
+  r.top_p = 1.0
+  r.top_k = 0
+  r.prompt_buckets = (64, 128, 256, 512)
+  r.decode_phase_tokens = DECODE_PHASE_TOKENS
+  return r
+
+
+def sampling_problems(temperature: float, top_p: float, top_k: int, max_new_tokens: int,
+                      stop_token_ids: Sequence[int] = ()) -> list[str]:
+  """What is wrong with these sampling settings, one `field = value: reason` each."""
+  out = []
+  if not (math.isfinite(temperature) and temperature >= 0):
+    out.append(f"temperature = {temperature}: must be a finite number >= 0")
+  if not 0.0 < top_p <= 1.0:
+    out.append(f"top_p = {top_p}: must be in (0, 1]")
+  if int(top_k) != top_k or top_k < 0:
+    out.append(f"top_k = {top_k}: must be an integer >= 0 (0 disables it)")
+  if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
+    out.append(f"max_new_tokens = {max_new_tokens}: must be an integer >= 1")
+  if any(t < 0 for t in stop_token_ids):
+    out.append(f"stop_token_ids = {tuple(stop_token_ids)}: token ids must be >= 0")
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+  """`config.rollout`, typed and checked (field meanings: `rollout_defaults`)."""
+
+  num_samples: int
+  max_new_tokens: int
+  temperature: float
+  top_p: float
+  top_k: int
+  prompt_buckets: tuple[int, ...]
+  decode_phase_tokens: int
+
+  @classmethod
+  def from_config(cls, section: Any, *, check: bool = True) -> RolloutConfig:
+    """The view of a rollout section (a ConfigDict or a view); raises one ConfigError
+    listing every problem unless `check` is False."""
+    view = cls(num_samples=int(section.num_samples), max_new_tokens=int(section.max_new_tokens),
+               temperature=float(section.temperature), top_p=float(section.top_p),
+               top_k=int(section.top_k),
+               prompt_buckets=tuple(int(b) for b in section.prompt_buckets),
+               decode_phase_tokens=int(section.decode_phase_tokens))
+    if check:
+      refuse(view.problems())
+    return view
+
+  def problems(self) -> list[str]:
+    out = [f"config.rollout.{p}" for p in sampling_problems(
+        self.temperature, self.top_p, self.top_k, self.max_new_tokens)]
+    if self.num_samples < 1:
+      out.append(f"config.rollout.num_samples = {self.num_samples}: must be >= 1")
+    if not self.prompt_buckets or min(self.prompt_buckets) < 1:
+      out.append(f"config.rollout.prompt_buckets = {self.prompt_buckets}: need positive "
+                 "lengths")
+    if self.decode_phase_tokens < 1:
+      out.append(f"config.rollout.decode_phase_tokens = {self.decode_phase_tokens}: must be "
+                 ">= 1")
+    return out

@@ -1,0 +1,134 @@
+"""The names a run directory speaks, in one place: its file names, the fields of the rows
+and summaries written into them, and the vocabularies those rows use (guidance fields,
+attributor labels, routes and interfaces, critic verdicts, oracle classes). Writers
+(train.py, metrics.py, evaluate.py, checkpoint.py) and readers (eval/report.py, audit.py)
+import these names instead of spelling them. A leaf module: standard library only.
+
+A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
+  config.json               the config and its digest (checkpoint.guard_config)
+  checkpoints/<step>/       Orbax checkpoints (checkpoint.py)
+  memory/<step>/            the evolver memory at each checkpoint
+  metrics.jsonl, tb/        one row per step (the row fields below); TensorBoard scalars
+  harness_history.jsonl     every applied harness op (harness/history.HistoryRecord rows)
+  evolver_candidates.jsonl  every measured candidate (the evolver's CandidateRecord rows)
+  oracle_groups.jsonl       logged groups for the oracle analysis (eval/oracle.group_record)
+  summary.json              the run's summary (the summary fields below)
+  report.md, *.png          the report (eval/report.py)
+and, written by `python -m harnessrl_jax.evaluate --run=DIR`:
+  eval_step<N>.json         held-out / OOD / oracle results of the checkpoint after N steps
+  oracle.jsonl              per-step oracle class shares (eval/oracle.shares_by_step rows)
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---- file names
+
+CONFIG = "config.json"
+CHECKPOINTS = "checkpoints"
+MEMORY = "memory"
+METRICS = "metrics.jsonl"
+TENSORBOARD = "tb"
+HISTORY = "harness_history.jsonl"
+CANDIDATES = "evolver_candidates.jsonl"
+GROUPS = "oracle_groups.jsonl"
+ORACLE = "oracle.jsonl"
+SUMMARY = "summary.json"
+REPORT = "report.md"
+EVAL_GLOB = "eval_step*.json"
+_EVAL_NAME = re.compile(r"eval_step(\d+)\.json")
+
+
+def eval_file(step: int) -> str:
+  """The evaluation file of the checkpoint after `step` completed steps."""
+  return f"eval_step{int(step)}.json"
+
+
+def eval_step_of(name: str) -> int | None:
+  """The step an evaluation file's name gives, None for any other name."""
+  m = _EVAL_NAME.fullmatch(name)
+  return int(m.group(1)) if m else None
+
+
+# ---- vocabularies
+
+GUIDANCE_FIELDS = ("criterion", "reference", "critique")   # harness.FIELDS, columns [N, 3]
+ATTRIBUTOR_LABELS = ("blind", "saturated", "spurious", "agree")
+# Attributor label -> the interface whose operations fix it ("agree" needs no fix).
+ROUTES = {"blind": "guidance", "saturated": "sampling", "spurious": "rubric"}
+INTERFACES = ("rubric", "guidance", "sampling")
+VERDICTS = ("accepted", "rejected", "noop")
+ACCEPTED, REJECTED, NOOP = VERDICTS
+ORACLE_CLASSES = ("blind", "saturated", "spurious_reversed", "spurious_unordered", "agree")
+
+
+def interface_of(op_kind: str) -> str | None:
+  """The interface a harness operation kind changes; None for the run's own bookkeeping
+  (set_ladder, enforce_schedule)."""
+  if op_kind.startswith("rubric_"):
+    return "rubric"
+  if op_kind in ("add_guidance", "drop_guidance"):
+    return "guidance"
+  if op_kind.startswith("sampling_"):
+    return "sampling"
+  return None
+
+
+# Harness-history "measurement" of an op the run applied itself, not the evolver's critic.
+SOURCE = "source"
+SOURCE_CALIBRATION = "calibration"
+SOURCE_SCHEDULE = "guidance schedule"
+
+# ---- metrics.jsonl: one row per step, written once, complete, after the step's checkpoint
+
+STEP = "step"                     # 0-based step t
+REWARD = "reward"                 # mean rubric reward (in [.., 1]) of valid rollouts, or null
+UNSCORED = "unscored"             # judge cells without a verdict
+RESPONSE_LEN = "response_len"     # mean response tokens
+TIME = "time"                     # {phase: wall seconds}, the phases below
+EVOLVER = "evolver"               # {verdict: candidates}, all routes together
+LABELS = "labels"                 # {attributor label: criteria so labelled}
+HARNESS = "harness"               # digest prefix of H_{t+1}
+TASKS = "tasks"                   # the drawn task indices
+GUIDANCE = "guidance"             # {guidance field: share of drawn tasks with it mounted}
+HELDOUT_SCORE = "heldout_score"   # held-out points after t + 1 steps (evaluated steps only)
+# The update's statistics (loss, kl, ...) sit flat beside these fields.
+
+ROLLOUT_S, JUDGE_S, UPDATE_S = "rollout_s", "judge_s", "update_s"
+RL_TIMES = (ROLLOUT_S, JUDGE_S, UPDATE_S)   # the RL step (loop.StepRecord.timings)
+EVOLVER_S = "evolver_s"
+CHECKPOINT_S = "checkpoint_s"               # only on rows after which a checkpoint was saved
+
+# ---- summary.json (also in every checkpoint's metadata)
+
+HELDOUT_START = "heldout_start"   # held-out result before any update
+HELDOUT_EVALS = "heldout_evals"   # [{STEP: completed steps, SCORE: points}], in order
+HELDOUT_END = "heldout_end"       # held-out result after the last step
+UPDATES = "updates"               # {route: {verdict: candidates}}
+# LABELS: {attributor label: criteria so labelled}, summed over steps
+LABEL_SHARES = "label_shares"     # {"first" | "last": {label: share}} of labelled steps
+COST = "cost"                     # the keys below
+RL_S, CRITIC_ROLLOUTS, CRITIC_JUDGE_CELLS = "rl_s", "critic_rollouts", "critic_judge_cells"
+# COST also holds EVOLVER_S.
+STEPS = "steps"
+SKIPPED_UPDATES = "skipped_updates"
+HARNESS_DIGEST = "harness_digest"
+PARAMS_SHA256 = "params_sha256"
+BEST_CHECKPOINT = "best_checkpoint"   # the kept checkpoint with the best held-out score
+FINISHED = (STEPS, SKIPPED_UPDATES, HARNESS_DIGEST, PARAMS_SHA256, BEST_CHECKPOINT)
+
+# ---- a held-out result (eval/heldout.py), in summary.json and eval_step<N>.json
+
+SCORE = "score"           # points 0-100 (Lambda = 100): mean over domains, or null
+BY_DOMAIN = "by_domain"   # {domain: points or null}
+LIMIT = "limit"           # present on an evaluation of a subset: not a held-out point
+
+# ---- eval_step<N>.json
+
+EVAL_HELDOUT = "heldout"  # a held-out result
+EVAL_OOD = "ood"          # {benchmark: {METRIC, SCORE, NUM_ITEMS, ...}, OOD_MEAN: points}
+EVAL_ORACLE = "oracle"    # eval/oracle.overall of the logged groups
+OOD_MEAN = "ood_mean"
+METRIC = "metric"
+NUM_ITEMS = "num_items"
