@@ -162,6 +162,7 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
         compare: str = "", out: str = "") -> dict:
   """Evaluates one checkpoint; returns what it writes to the evaluation JSON."""
   # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.judges.config import same_model
   from harnessrl_jax.judges.factory import make_client, make_judge
   os.makedirs(run_dir, exist_ok=True)
   for bench, name in BENCH_FLAGS.items():  # fail before minutes of model loading
@@ -174,9 +175,9 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
   judge = None
   if need_policy:
     loaded, params = load_policy(cfg, run_dir, step)
-    same = cfg.judge.model.to_dict() == cfg.model.to_dict()
     if heldout or bench_paths.get("writingbench"):
-      judge = make_judge(cfg.judge, loaded=loaded if same else None)
+      judge = make_judge(cfg.judge,
+                         loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)
     generate = make_generate(loaded, params, cfg.rollout, batch_size=batch_size,
                              key=jax.random.key(int(cfg.seed)))
     if heldout:

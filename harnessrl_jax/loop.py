@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from harnessrl_jax import distributed, harness
+from harnessrl_jax import distributed, harness, run_files
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.eval import heldout
 from harnessrl_jax.harness.state import Harness
@@ -135,7 +135,8 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   t3 = time.perf_counter()
   rec = StepRecord(step, tuple(int(i) for i in idx), tasks, criteria, texts.responses, judged,
                    float(np.mean(np.asarray(texts.rollout.lengths))), dict(history[-1]),
-                   {"rollout_s": t1 - t0, "judge_s": t2 - t1, "update_s": t3 - t2})
+                   {run_files.ROLLOUT_S: t1 - t0, run_files.JUDGE_S: t2 - t1,
+                    run_files.UPDATE_S: t3 - t2})
   return state, rec
 
 

@@ -58,6 +58,7 @@ ATTRIBUTOR_LABELS = ("blind", "saturated", "spurious", "agree")
 # Attributor label -> the interface whose operations fix it ("agree" needs no fix).
 ROUTES = {"blind": "guidance", "saturated": "sampling", "spurious": "rubric"}
 INTERFACES = ("rubric", "guidance", "sampling")
+VERDICT = "verdict"   # the critic's, on each evolver_candidates.jsonl row
 VERDICTS = ("accepted", "rejected", "noop")
 ACCEPTED, REJECTED, NOOP = VERDICTS
 ORACLE_CLASSES = ("blind", "saturated", "spurious_reversed", "spurious_unordered", "agree")

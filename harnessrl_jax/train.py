@@ -261,7 +261,7 @@ def fresh_start(run: Run) -> Progress:
   h = run.h0
   for op in run.setup_ops:
     h, _ = apply_logged(h, op, step=0, log=run.history_log,
-                        measurement={"source": "calibration"})
+                        measurement={run_files.SOURCE: run_files.SOURCE_CALIBRATION})
   if run.memory is not None:
     run.memory.sync_rubrics(h)
   heldout = loop.evaluate(run.heldout_tasks, run.learner, run.initial_state.params,
@@ -323,7 +323,7 @@ def train_loop(run: Run, p: Progress) -> Progress:
     op = loop.schedule_op(h, step, total)
     if op is not None:
       h, _ = apply_logged(h, op, step=step, log=run.history_log,
-                          measurement={"source": "guidance schedule"})
+                          measurement={run_files.SOURCE: run_files.SOURCE_SCHEDULE})
       history_len += 1
     draw_key, roll_key, evolve_key = loop.step_keys(p.run_key, step)
     state, rec = loop.rl_step(run.learner, state, h, step, draw_key, roll_key)

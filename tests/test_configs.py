@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from harnessrl_jax import train
+from harnessrl_jax import run_files, train
 from harnessrl_jax.config import base_config, validate
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.harness.config import HarnessConfig
@@ -206,10 +206,10 @@ def on_tiny(c, data):
 def test_baseline_runs_one_step(name, small_data, tmp_path):
   c = on_tiny(load(name), small_data)
   s = train.run(c, str(tmp_path / name))
-  assert s["steps"] == 1 and s["heldout_end"]["reward"] is not None
+  assert s["steps"] == 1 and s["heldout_end"]["score"] is not None
   rows = [json.loads(l) for l in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
   assert len(rows) == 1 and rows[0]["step"] == 0
-  history = tmp_path / name / train.HISTORY
+  history = tmp_path / name / run_files.HISTORY
   routes = {r for r, v in s["updates"].items() if sum(v.values())}
   accepted = {r for r, v in s["updates"].items() if v.get("accepted")}
   if name == "grpo_static":

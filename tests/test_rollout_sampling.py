@@ -104,6 +104,14 @@ def test_sampling_params_from_config():
   params = sampling.SamplingParams.from_config(cfg, temperature=0.5)
   assert params == sampling.SamplingParams(temperature=0.5, top_p=cfg.top_p, top_k=cfg.top_k,
                                            max_new_tokens=cfg.max_new_tokens)
+  cfg.top_p, cfg.max_new_tokens = 0.9, 7
+  assert sampling.SamplingParams.from_config(cfg, greedy=True) == sampling.SamplingParams(
+      temperature=0.0, max_new_tokens=7)   # one greedy law whatever top-p / top-k say
+  cfg.top_p, cfg.num_samples, cfg.prompt_buckets = 1.5, 0, ()
+  with pytest.raises(ConfigError) as e:
+    sampling.SamplingParams.from_config(cfg)
+  assert [line.split(" = ")[0] for line in str(e.value).splitlines()] == [
+      "config.rollout.top_p", "config.rollout.num_samples", "config.rollout.prompt_buckets"]
 
 
 def test_pad_prompts_left_pads_to_bucket_and_batch_multiple():

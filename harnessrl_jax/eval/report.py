@@ -254,11 +254,13 @@ def read_run(run_dir: str) -> RunData:
       absent.add(name)
     return out or ()
 
-  metrics = {}
+  metrics: dict[int, StepRow] = {}
   for n, row in rows(rf.METRICS):
     r = _step_row(row, f"{rf.METRICS}:{n}", problems)
+    if r is not None and r.step in metrics:   # a resume drops what it redoes: not expected
+      problems.append(f"{rf.METRICS}:{n}: {rf.STEP}: {r.step} logged again; this row is used")
     if r is not None:
-      metrics[r.step] = r   # a step logged twice (a resume that kept it): the later row
+      metrics[r.step] = r
   oracle = []
   for n, row in rows(rf.ORACLE):
     if not isinstance(row.get(rf.STEP), int) or any(
@@ -275,10 +277,11 @@ def read_run(run_dir: str) -> RunData:
       problems.append(f"{rf.HISTORY}:{n}: {e}")
   verdicts = []
   for n, row in rows(rf.CANDIDATES):
-    if row.get("verdict") not in rf.VERDICTS:
-      problems.append(f"{rf.CANDIDATES}:{n}: verdict: not one of {', '.join(rf.VERDICTS)}")
+    if row.get(rf.VERDICT) not in rf.VERDICTS:
+      problems.append(f"{rf.CANDIDATES}:{n}: {rf.VERDICT}: not one of "
+                      f"{', '.join(rf.VERDICTS)}")
     else:
-      verdicts.append(row["verdict"])
+      verdicts.append(row[rf.VERDICT])
   summary_obj = _json(run_dir, rf.SUMMARY, problems)
   if not os.path.isfile(os.path.join(run_dir, rf.SUMMARY)):
     absent.add(rf.SUMMARY)
