@@ -71,6 +71,7 @@ from harnessrl_jax.judges.config import same_model
 from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.models.loading import load_model
 from harnessrl_jax.rl import mesh as rl_mesh
+from harnessrl_jax.rl.config import RLConfig
 from harnessrl_jax.rl.train_state import TrainState, make_optimizer
 from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward,
                                          make_logprob_fn)
@@ -214,13 +215,13 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
                                         ref_params=params if cfg.rl.beta > 0 else None)
   forward = decoder_forward(graphdef)
   _, train_step = build_step(forward, cfg.rl, tx=tx, mesh=mesh, state_sharding=shardings)
-  step_cfg = StepConfig.from_config(cfg.rl)
+  rl = RLConfig.from_config(cfg.rl)
   learner = loop.Learner(
       train_tasks=tuple(train_tasks), texts=texts, judge=judge, train_step=train_step,
-      logprob_fn=make_logprob_fn(forward, step_cfg, mesh=mesh), law=law,
-      tasks_per_step=int(cfg.rl.tasks_per_step), num_samples=int(cfg.rollout.num_samples),
-      num_epochs=int(cfg.rl.num_epochs), advantage=str(cfg.rl.advantage),
-      eps_advantage=float(cfg.rl.eps_advantage), mesh=mesh)
+      logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl), mesh=mesh),
+      law=law, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
+      num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
+      mesh=mesh)
   train = TrainConfig.from_config(cfg.train)
   primary = distributed.is_primary()
   return Run(
