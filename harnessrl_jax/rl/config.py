@@ -54,7 +54,8 @@ def rl_defaults() -> ml_collections.ConfigDict:
   c.loss_aggregation = "seq_mean_token_mean"
   c.max_response_len = 0          # "constant" normaliser length; 0: the batch's response length
 
-  # Optimiser: AdamW with linear warmup then `lr_schedule`, after global-norm clipping.
+  # Optimiser: AdamW with a linear warm-up (update i of the first warmup_steps uses
+  # lr * (i + 1) / warmup_steps: no update at 0) then `lr_schedule`, after global-norm clipping.
   c.learning_rate = 1e-6          # paper
   c.warmup_steps = 10             # ~2% of the paper's ~500 steps: Adam's first moments are noisy
   c.lr_schedule = "constant"      # "constant" or "cosine" (to 0 at total_steps); paper: none

@@ -33,17 +33,22 @@ class TrainState:
 
 
 def lr_schedule(rl: Any) -> optax.Schedule:
-  """Linear warmup from 0 over rl.warmup_steps, then constant or cosine to 0 at total_steps.
+  """The learning rate of update i (counted from 0).
+
+  A linear warm-up over the first rl.warmup_steps updates that starts at lr / warmup_steps
+  (so the first update counts: a warm-up from 0 would spend it at learning rate 0) and
+  reaches lr at update warmup_steps - 1; from update warmup_steps on, lr constant, or a
+  cosine decay from lr towards 0 at update rl.total_steps.
 
   `rl`: config.rl (a section, or its `OptimizerConfig`)."""
   o = OptimizerConfig.from_config(rl)
   lr, warmup = o.learning_rate, o.warmup_steps
-  if o.lr_schedule == "constant":
-    if warmup <= 0:
-      return optax.constant_schedule(lr)
-    return optax.join_schedules(
-        [optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)], [warmup])
-  return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 0), o.total_steps)
+  after = (optax.constant_schedule(lr) if o.lr_schedule == "constant" else
+           optax.cosine_decay_schedule(lr, o.total_steps - warmup))
+  if warmup <= 0:
+    return after
+  return optax.join_schedules([optax.linear_schedule(lr / warmup, lr, warmup - 1), after],
+                              [warmup])
 
 
 def _decay_mask(params: Any) -> Any:
