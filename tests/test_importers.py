@@ -194,7 +194,10 @@ def test_convert_reports_lines_and_writes_nothing(tmp_path, capsys):
 def shared_sample(prefix):
   if not os.path.isdir(UPSTREAM):
     pytest.skip(f"shared upstream samples not found at {UPSTREAM}")
-  names = [n for n in sorted(os.listdir(UPSTREAM)) if n.startswith(prefix)]
+  # The upstream folder also holds other files of a benchmark (IFBench's evaluation results,
+  # its full test set): the samples are the `*.sample.jsonl` files.
+  names = [n for n in sorted(os.listdir(UPSTREAM))
+           if n.startswith(prefix) and n.endswith(".sample.jsonl")]
   if not names:
     pytest.skip(f"no {prefix}* sample in {UPSTREAM}")
   return os.path.join(UPSTREAM, names[0])
