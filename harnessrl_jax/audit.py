@@ -1,11 +1,19 @@
 """`python -m harnessrl_jax.audit RUN_DIR`: checks a run's harness history end to end.
 
-Rebuilds H_0 from the run's stored config (WORKDIR/config.json: data and harness
-sections), replays WORKDIR/harness_history.jsonl record by record checking every
-digest_before / digest_after, checks that each kept checkpoint's harness digest is the
-replay's after that checkpoint's number of records, and that the last checkpoint's full
-canonical harness equals the replayed one. Exit status 0 when everything matches; 1 with
-the first divergent step otherwise (2 for a run directory that cannot be read).
+In order, stopping at the first failure:
+  1. the hash chain of WORKDIR/harness_history.jsonl (harness/history.py says how each
+     record's hash is computed): every field of every record, and the lines' order; a
+     failure names the first line that breaks it;
+  2. the replay: H_0 rebuilt from the run's stored config (WORKDIR/config.json: data and
+     harness sections), each record's op applied and its digest_before / digest_after
+     checked; a failure names the first divergent step and line;
+  3. each kept checkpoint against the replay after its number of records: its harness
+     digest and its stored chain head (a rewrite that recomputed the hashes after some
+     line shows here, as the lines between two checkpoints), and the last checkpoint's
+     full canonical harness; a checkpoint that counts more records than the file holds
+     (lines cut from its end) fails before the replay.
+Exit status 0 when everything matches; 1 on a failure; 2 for a run directory that cannot
+be read.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ import ml_collections
 from harnessrl_jax import harness
 from harnessrl_jax.checkpoint import RunCheckpoints
 from harnessrl_jax.data.splits import load_split
-from harnessrl_jax.errors import DataError, HarnessError
-from harnessrl_jax.harness.history import ReplayDivergence, read_history, replay
-from harnessrl_jax.run_files import CONFIG, HISTORY
+from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.harness.history import (GENESIS, BrokenHistory, ReplayDivergence,
+                                           read_history, replay)
+from harnessrl_jax.run_files import CONFIG, CONFIG_TREE, HISTORY, HISTORY_HEAD
 
 
 class AuditFailure(HarnessError):
@@ -36,7 +45,7 @@ def _h0(run_dir: str) -> harness.Harness:
   if not os.path.exists(path):
     raise HarnessError(f"{run_dir}: no {CONFIG}; not a training run directory")
   with open(path, encoding="utf-8") as f:
-    cfg = ml_collections.ConfigDict(json.load(f)["config"])
+    cfg = ml_collections.ConfigDict(json.load(f)[CONFIG_TREE])
   tasks = load_split(cfg.data.train, tuple(cfg.data.domains), field="train")
   return harness.from_tasks(tasks, cfg.harness)
 
@@ -48,15 +57,21 @@ def audit(run_dir: str) -> dict[str, Any]:
   history_path = os.path.join(run_dir, HISTORY)
   try:
     records = read_history(history_path) if os.path.exists(history_path) else []
-  except DataError as e:
-    raise AuditFailure(f"the history does not parse: {e}") from None
+  except BrokenHistory as e:
+    raise AuditFailure(f"the hash chain breaks at line {e.line}: {e}") from None
+  heads = [GENESIS] + [r.hash for r in records]   # heads[n]: after n records
   ckpts = RunCheckpoints(run_dir)
   steps = ckpts.steps()
   metas = {s: ckpts.meta(s) for s in steps}
   ckpts.close()
-  at_len = {}
+  at_len: dict[int, list[int]] = {}
   for s, m in metas.items():
-    at_len.setdefault(int(m["history_len"]), []).append(s)
+    n = int(m["history_len"])
+    if n > len(records):
+      raise AuditFailure(f"checkpoint {s} counts {n} history records; {history_path} "
+                         f"holds only {len(records)}: lines were cut from its end")
+    at_len.setdefault(n, []).append(s)
+  intact = [0]   # records up to the last record count whose checkpoints all matched
 
   def check_checkpoints(n: int, h_now) -> None:
     d = harness.digest(h_now)
@@ -64,6 +79,24 @@ def audit(run_dir: str) -> dict[str, Any]:
       if metas[s]["harness_digest"] != d:
         raise AuditFailure(f"checkpoint {s}: harness digest {metas[s]['harness_digest'][:12]} "
                            f"!= replay {d[:12]} after {n} history records (step {s})")
+      stored = metas[s].get(HISTORY_HEAD)
+      if stored is None:
+        raise AuditFailure(f"checkpoint {s} stores no {HISTORY_HEAD} (written before "
+                           "histories were chained): its history cannot be checked")
+      if stored != heads[n]:
+        agree = [o for o in at_len[n] if metas[o].get(HISTORY_HEAD) == heads[n]]
+        if agree:
+          where = (f"its metadata was changed (checkpoint {agree[0]}, after the same "
+                   "records, holds the chain's head)")
+        elif n == 0:
+          where = "its metadata was changed (before any record the head is GENESIS)"
+        else:
+          where = (f"{history_path} lines {intact[0] + 1}..{n} were rewritten since it was "
+                   "saved (their hashes recomputed)")
+        raise AuditFailure(f"checkpoint {s}: {HISTORY_HEAD} {stored[:12]} != the chain's "
+                           f"{heads[n][:12]} after {n} records: {where}")
+    if n in at_len:
+      intact[0] = n
 
   check_checkpoints(0, h)
   try:
@@ -73,14 +106,12 @@ def audit(run_dir: str) -> dict[str, Any]:
   current = harness.digest(h)
   if steps:
     last = metas[steps[-1]]
-    if int(last["history_len"]) > len(records):
-      raise AuditFailure(f"checkpoint {steps[-1]} counts {last['history_len']} history "
-                         f"records; {history_path} holds only {len(records)}")
     if int(last["history_len"]) == len(records) and last["harness"] != _plain(
         harness.canonical(h)):
       raise AuditFailure(f"checkpoint {steps[-1]}: its stored harness differs from the "
                          "replayed one although the digests agree")
   return {"records": len(records), "checkpoints": steps, "digest": current,
+          "head": heads[-1],
           "uncheckpointed_records": len(records) - (int(metas[steps[-1]]["history_len"])
                                                     if steps else 0)}
 
@@ -103,10 +134,12 @@ def main(argv: Sequence[str]) -> int:
   except HarnessError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  tail = (f"; {out['uncheckpointed_records']} records after the last checkpoint"
+  tail = (f"; {out['uncheckpointed_records']} records after the last checkpoint (covered "
+          "by the chain alone)"
           if out["uncheckpointed_records"] else "")
-  print(f"audit OK: {out['records']} history records replayed, checkpoints "
-        f"{out['checkpoints']} match, final harness {out['digest']}{tail}")
+  print(f"audit OK: {out['records']} history records chained and replayed, checkpoints "
+        f"{out['checkpoints']} match, final harness {out['digest']}, chain head "
+        f"{out['head']}{tail}")
   return 0
 
 

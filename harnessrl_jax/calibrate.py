@@ -19,10 +19,14 @@ from ml_collections import config_flags
 
 from harnessrl_jax import cli
 
+
 def define_flags():
   """Flags exist only when this module runs as the program, so importing it next to
   train.py (which defines --config too) never clashes."""
-  return (config_flags.DEFINE_config_file("config", "configs/tiny.py", "experiment config"),
+  config = config_flags.DEFINE_config_file(
+      "config", None, "The experiment's config file, e.g. configs/tiny.py.")
+  flags.mark_flag_as_required("config")
+  return (config,
           flags.DEFINE_string("workdir", None, "run directory for calibration.json",
                               required=True),
           flags.DEFINE_integer("tasks", -1, "tasks to measure (-1: evolver.calibrate_tasks, "
@@ -63,7 +67,10 @@ def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resamp
 
 
 def main(argv) -> None:
+  """The cold start of --config into --workdir; cli.run makes a HarnessError one line."""
   del argv
+  from harnessrl_jax.config import validate  # pylint: disable=g-import-not-at-top
+  validate(_FLAGS[0].value)   # every field's type and value, before a model loads
   cal, path = run_calibration(_FLAGS[0].value, _FLAGS[1].value, _FLAGS[2].value)
   logging.warning("calibrate: bands %s, ladder %s (%s); wrote %s", cal.bands, cal.ladder,
                   cal.ladder_source, path)

@@ -1,15 +1,20 @@
 """A run directory's checkpoints and its config guard.
 
-  WORKDIR/config.json          the run's config (canonical JSON) and its SHA-256; a rerun
-                               with another config is refused
+  WORKDIR/config.json          the run's config (canonical JSON) and its experiment part's
+                               SHA-256 (config_identity.py), written once a start has
+                               passed its checks; once the run has a checkpoint, a rerun
+                               with another experiment is refused, while operational
+                               fields may change
+  WORKDIR/config_changes.jsonl each operational field a resume changed, with its step
   WORKDIR/checkpoints/<step>/  Orbax: `state` (params, optimiser state, counters, run key)
                                and `meta` (JSON: harness digest and canonical form, history
-                               length, data order, running summary)
+                               length and chain head, data order, running summary)
   WORKDIR/memory/<step>/       the evolver memory at that checkpoint (memory/store.py)
 
 On several processes (distributed.py) all of them save and restore each checkpoint
 together (Orbax writes each process's shards and process 0 the metadata), while
-config.json and the memory directories are written by process 0 alone.
+config.json, config_changes.jsonl and the memory directories are written by process 0
+alone.
 
 Step s is the state after s completed training steps. Orbax writes each step into a
 temporary directory and renames it when complete, so `latest()` only ever names a
@@ -20,7 +25,6 @@ best by held-out reward. Saves are synchronous: the next train step donates the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,70 +35,130 @@ import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 
-from harnessrl_jax import distributed, run_files
+from harnessrl_jax import distributed, metrics, run_files
+from harnessrl_jax.config_identity import (config_tree, differences, experiment_digest,
+                                           shown)
 from harnessrl_jax.errors import ConfigError
 
 METRIC = "heldout_reward"
 
 
 def config_text(config) -> str:
-  """The config as canonical JSON (sorted keys, tuples as lists)."""
-  return json.dumps(json.loads(config.to_json_best_effort()), sort_keys=True, indent=1)
+  """The whole config as canonical JSON (sorted keys, tuples as lists): what every process
+  of a run must agree on (distributed.run_digests), operational fields included."""
+  return json.dumps(config_tree(config), sort_keys=True, indent=1)
 
 
-def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
-  if isinstance(obj, dict):
-    out = {}
-    for k, v in obj.items():
-      out.update(_flat(v, f"{prefix}{k}."))
-    return out
-  return {prefix[:-1]: obj}
+def has_checkpoint(workdir: str) -> bool:
+  """Whether WORKDIR holds a complete checkpoint (reads only; creates nothing)."""
+  path = os.path.join(workdir, run_files.CHECKPOINTS)
+  return os.path.isdir(path) and bool(ocp.utils.checkpoint_steps(path))
 
 
-def _check_config(config, workdir: str, *, write: bool) -> bool:
-  """True if WORKDIR/config.json holds `config`; writes it when absent and `write`."""
-  text = config_text(config)
-  digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-  path = os.path.join(workdir, run_files.CONFIG)
-  if os.path.exists(path):
+def _stored(path: str) -> dict[str, Any] | None:
+  """The config tree WORKDIR/config.json holds, None if there is none."""
+  if not os.path.exists(path):
+    return None
+  try:
     with open(path, encoding="utf-8") as f:
-      old = json.load(f)
-    if old.get("sha256") == digest:
-      return True
-    a, b = _flat(old.get("config", {})), _flat(json.loads(text))
-    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    shown = ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in diff[:6])
-    raise ConfigError(f"{workdir} holds a run with another config ({path}); differing "
-                      f"fields: {shown}{' ...' if len(diff) > 6 else ''}. Use a new "
-                      "--workdir, or rerun with the stored config to resume it")
-  if not write:
-    raise ConfigError(f"{path}: process 0 wrote the run's config there but this process "
-                      "does not see it: --workdir must be on a filesystem every host sees")
-  os.makedirs(workdir, exist_ok=True)
+      return json.load(f)[run_files.CONFIG_TREE]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise ConfigError(f"{path}: cannot read the run's stored config ({e!r}); restore it, or "
+                      "use a new --workdir") from None
+
+
+def guard_config(config, workdir: str) -> None:
+  """Refuses to run `config` in a workdir whose run has another experiment.
+
+  Only a run with a complete checkpoint has an identity to protect: a workdir without one
+  holds at most the config of a start that stopped before its first checkpoint, which the
+  next start replaces (`record_config`). Operational fields (config_identity.OPERATIONAL)
+  may differ. Reads only, so it can come before the start's other checks; every process
+  calls it and, reading the same files, refuses alike.
+
+  Raises:
+    ConfigError: naming the experiment fields that differ.
+  """
+  path = os.path.join(workdir, run_files.CONFIG)
+  stored = _stored(path)
+  if stored is None or not has_checkpoint(workdir):
+    return
+  diff = [c for c in differences(stored, config_tree(config)) if not c.operational]
+  if diff:
+    raise ConfigError(f"{workdir} holds a run with another experiment ({path}); differing "
+                      f"fields: {shown(diff)}. Use a new --workdir, or rerun with the stored "
+                      "values to resume it (operational fields may change: "
+                      "docs/operational.md)")
+
+
+def record_config(config, workdir: str, *, resumed_at: int | None) -> list[str]:
+  """Writes WORKDIR/config.json once a start has passed its checks; returns the lines to
+  print (on process 0).
+
+  A fresh start (`resumed_at` None) writes the config (replacing that of an earlier start
+  without a checkpoint) and starts config_changes.jsonl over. A resume from checkpoint
+  `resumed_at` appends each operational field whose value differs from the stored one to
+  config_changes.jsonl, as {step: resumed_at, field, old, new}, after dropping rows of
+  steps past the checkpoint (what the interrupted run wrote after it), and stores the new
+  values; the experiment digest stays (`guard_config` refused any other experiment).
+
+  All processes call it (it holds a barrier): process 0 writes, the others then check
+  that they see what it wrote.
+  """
+  tree = config_tree(config)
+  digest = experiment_digest(tree)
+  path = os.path.join(workdir, run_files.CONFIG)
+  if not distributed.is_primary():
+    distributed.barrier("config_recorded")   # process 0 has written it
+    try:
+      with open(path, encoding="utf-8") as f:
+        seen = json.load(f).get(run_files.EXPERIMENT_SHA256)
+    except (OSError, ValueError):
+      seen = None
+    if seen != digest:
+      raise ConfigError(f"{path}: process 0 wrote the run's config there but this process "
+                        "does not see it: --workdir must be on a filesystem every host sees")
+    return []
+  try:
+    return _record(tree, digest, path, os.path.join(workdir, run_files.CONFIG_CHANGES),
+                   resumed_at)
+  finally:
+    distributed.barrier("config_recorded")   # on a failure too: the others then stop
+
+
+def _record(tree: dict[str, Any], digest: str, path: str, changes_path: str,
+            resumed_at: int | None) -> list[str]:
+  """Process 0's part of `record_config`."""
+  stored = _stored(path)
+  diff = () if stored is None else differences(stored, tree)
+  lines = []
+  if resumed_at is None:
+    if os.path.exists(changes_path):
+      os.remove(changes_path)
+    if diff:
+      lines.append(f"{path}: replaced the config of an earlier start that stopped before "
+                   f"its first checkpoint ({shown(diff)})")
+  else:
+    metrics.truncate_jsonl(changes_path, lambda r: r[run_files.STEP] <= resumed_at)
+    rows = [{run_files.STEP: resumed_at, run_files.CHANGED_FIELD: c.field,
+             run_files.OLD_VALUE: c.old, run_files.NEW_VALUE: c.new} for c in diff]
+    with open(changes_path, "a", encoding="utf-8") as f:
+      f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    lines += [f"config.{c} from step {resumed_at} on (operational; "
+              f"{run_files.CONFIG_CHANGES})" for c in diff]
+  _write_json(path, {run_files.EXPERIMENT_SHA256: digest, run_files.CONFIG_TREE: tree})
+  return lines
+
+
+def _write_json(path: str, obj: Any) -> None:
+  """Writes `obj` to `path` atomically (a kill leaves the old file or the new one)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
   tmp = path + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:
-    json.dump({"sha256": digest, "config": json.loads(text)}, f, indent=1, sort_keys=True)
+    json.dump(obj, f, indent=1, sort_keys=True)
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
-  return False
-
-
-def guard_config(config, workdir: str) -> bool:
-  """Writes WORKDIR/config.json on first use; True if the workdir already held this
-  config. A different config raises ConfigError naming the fields that differ.
-
-  On several processes process 0 checks and writes, and the others then check what it
-  wrote, so every process refuses the same workdir (all must call this: it holds a
-  barrier).
-  """
-  if not distributed.is_primary():
-    distributed.barrier("config_guard")   # process 0 has checked (and written) it
-    return _check_config(config, workdir, write=False)
-  try:
-    return _check_config(config, workdir, write=True)
-  finally:
-    distributed.barrier("config_guard")   # on a refusal too: the others then refuse alike
 
 
 def state_tree(state, run_key: jax.Array) -> dict[str, Any]:

@@ -9,7 +9,8 @@ be set (the tree is locked: unknown keys and wrong types fail at start-up).
 Code reads a section through its frozen typed view (`RolloutConfig.from_config(cfg.rollout)`,
 ...), built once where the section enters a subpackage. `validate(cfg)` builds every view
 and adds the checks that span sections or depend on the devices, and refuses a config that
-cannot run with one ConfigError listing every problem, one line each.
+cannot run with one ConfigError listing every problem, one line each. Which fields define
+the experiment and which may change when a run resumes: config_identity.py.
 """
 
 from __future__ import annotations
@@ -46,6 +47,54 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+_KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+_PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+
+
+def _fits(value, default) -> bool:
+  """Whether `value` may stand where base_config() holds `default`: its type (an int for a
+  float too), and for a tuple every element like one of the default's (any scalar when the
+  default is empty); ml_collections checks neither tuple elements nor a None."""
+  if isinstance(default, (tuple, list)):
+    return isinstance(value, (tuple, list)) and all(
+        any(_fits(v, d) for d in default) if default else isinstance(v, (bool, int, float, str))
+        for v in value)
+  if isinstance(default, bool) or isinstance(value, bool):
+    return isinstance(default, bool) and isinstance(value, bool)
+  if isinstance(default, float):
+    return isinstance(value, (int, float))
+  return isinstance(value, type(default))
+
+
+def _kind(default) -> str:
+  if isinstance(default, (tuple, list)):
+    kinds = sorted({_PLURALS.get(type(d), type(d).__name__) for d in default})
+    return f"a tuple of {' or '.join(kinds) if kinds else 'strings or numbers'}"
+  return _KINDS.get(type(default), type(default).__name__)
+
+
+def type_problems(cfg, base=None, path: str = "config") -> list[str]:
+  """Every field of `cfg` whose value is not of base_config()'s type for it, and every
+  field one of them has and the other lacks: one line each, naming the field."""
+  base = base_config() if base is None else base
+  problems = []
+  for key in sorted(set(base.keys()) | set(cfg.keys())):
+    name = f"{path}.{key}"
+    if key not in base:
+      problems.append(f"{name}: no such field (configs change base_config()'s fields)")
+    elif key not in cfg:
+      problems.append(f"{name}: missing (build the config on base_config())")
+    elif isinstance(base[key], ml_collections.ConfigDict):
+      if isinstance(cfg[key], ml_collections.ConfigDict):
+        problems += type_problems(cfg[key], base[key], name)
+      else:
+        problems.append(f"{name} = {cfg[key]!r}: expected a section (ConfigDict)")
+    elif not _fits(cfg[key], base[key]):
+      problems.append(f"{name} = {cfg[key]!r}: expected {_kind(base[key])}, like its "
+                      f"default {base[key]!r}")
+  return problems
+
+
 def _raised(build) -> list[str]:
   """The problems a self-checking view raises when built (one per line), else none."""
   try:
@@ -59,7 +108,8 @@ def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
              process_count: int = 1) -> None:
   """Refuses a config the training driver cannot run, before anything is loaded.
 
-  Every static check of the tree in one place: each section's own (its typed view's), the
+  Every static check of the tree in one place: first every field's type against
+  base_config()'s (`type_problems`), then each section's own (its typed view's), the
   ones between sections (the batch splits over the mesh, the learner scores the sampler's
   law, the driver runs the evolver synchronously) and, given `device_count`, the mesh
   against the devices of `process_count` processes. Files, servers and the model are not
@@ -74,6 +124,7 @@ def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
   Raises:
     ConfigError: listing every problem found, one line each, naming its field.
   """
+  refuse(type_problems(cfg))   # the views below read every field as base_config()'s type
   rl = RLConfig.from_config(cfg.rl, check=False)
   rollout = RolloutConfig.from_config(cfg.rollout, check=False)
   problems = [

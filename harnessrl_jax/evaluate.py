@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Any
 
 import jax
@@ -32,9 +31,9 @@ from absl import flags
 from ml_collections import config_flags
 
 from harnessrl_jax import cli, run_files
-from harnessrl_jax.config import base_config
+from harnessrl_jax.config import base_config, validate
 from harnessrl_jax.data.splits import load_split
-from harnessrl_jax.errors import ConfigError, HarnessError
+from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.eval import heldout as heldout_score
 from harnessrl_jax.eval import oracle, protocols, report, stats
 from harnessrl_jax.eval.common import FLAGS as BENCH_FLAGS
@@ -65,7 +64,7 @@ def load_run_config(run_dir: str, fallback=None) -> ml_collections.ConfigDict:
     stored = json.load(f)
   cfg = base_config()
   with cfg.unlocked():
-    _merge(cfg, stored.get("config", stored))
+    _merge(cfg, stored.get(run_files.CONFIG_TREE, stored))
   return cfg
 
 
@@ -220,7 +219,8 @@ def _define_flags() -> dict[str, Any]:
   """The CLI's flags; defined only when run as a program, so that importing this module
   (the training driver, tests) never collides with another entry point's --config."""
   f = {
-      "run": flags.DEFINE_string("run", None, "The run directory (train.py's --workdir)."),
+      "run": flags.DEFINE_string("run", None, "The run directory (train.py's --workdir).",
+                                 required=True),
       "checkpoint": flags.DEFINE_string(
           "checkpoint", "latest", "'latest', a step number, or 'initial' (the config's model)."),
       "config": config_flags.DEFINE_config_file(
@@ -251,23 +251,18 @@ def _define_flags() -> dict[str, Any]:
 
 
 def main(argv, defined):
+  """Evaluates --run; cli.run makes a HarnessError one line."""
   del argv
   f = {k: v.value for k, v in defined["flags"].items()}
-  try:
-    if not f["run"]:
-      raise ConfigError("--run is required: the run directory to evaluate")
-    cfg = load_run_config(f["run"], f["config"])
-    result = run(cfg, f["run"], checkpoint=f["checkpoint"],
-                 bench_paths={k: v.value for k, v in defined["bench"].items()},
-                 heldout=f["heldout"], heldout_limit=f["heldout_limit"],
-                 batch_size=f["batch_size"], gpqa_seed=f["gpqa_seed"], groups=f["groups"],
-                 oracle_backend=f["oracle_backend"],
-                 oracle_max_tokens=f["oracle_max_tokens"], oracle_model=f["oracle_model"],
-                 oracle_base_url=f["oracle_base_url"], compare=f["compare"],
-                 out=f["out"])
-  except HarnessError as e:   # a cause the user can fix: one message, no traceback
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+  cfg = load_run_config(f["run"], f["config"])
+  validate(cfg)   # every field's type and value, before a model loads
+  result = run(cfg, f["run"], checkpoint=f["checkpoint"],
+               bench_paths={k: v.value for k, v in defined["bench"].items()},
+               heldout=f["heldout"], heldout_limit=f["heldout_limit"],
+               batch_size=f["batch_size"], gpqa_seed=f["gpqa_seed"], groups=f["groups"],
+               oracle_backend=f["oracle_backend"],
+               oracle_max_tokens=f["oracle_max_tokens"], oracle_model=f["oracle_model"],
+               oracle_base_url=f["oracle_base_url"], compare=f["compare"], out=f["out"])
   scores = {"heldout": (result.get("heldout") or {}).get("score")}
   scores.update({k: v["score"] for k, v in (result.get("ood") or {}).items()
                  if isinstance(v, dict)})

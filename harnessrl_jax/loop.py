@@ -14,6 +14,11 @@ One step t with harness H_t (`rl_step`):
   state    = update_on_batch(...)                   GRPO step(s)
 then the evolver (`Evolve`) maps (H_t, memory, StepRecord) to H_{t+1}. The held-out score
 (`evaluate`) is eval/heldout.py's, the same one `python -m harnessrl_jax.evaluate` reports.
+
+A judge that leaves too many cells without a verdict stops the run with a JudgeError that
+says where: the learner's grading (judge.max_unscored_share), a held-out evaluation (the
+same limit) or the critic's measurements (evolver.max_unscored_share). Each comes before
+the step's checkpoint, so the last checkpoint stays intact and a rerun resumes from it.
 """
 
 from __future__ import annotations
@@ -31,11 +36,18 @@ from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.eval import heldout
 from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.judges.grading import Judged, grade
+from harnessrl_jax.judges.judge import JudgeError
+from harnessrl_jax.judges.score_matrix import Unscored
 from harnessrl_jax.rl.batch import RLBatch, build_batch
 from harnessrl_jax.rl.mesh import shard_batch
 from harnessrl_jax.rl.train_step import update_on_batch
 from harnessrl_jax.rollout import SamplingParams
 from harnessrl_jax.rollout.texts import TextSampler
+
+
+# The end of every stop message: what a stop leaves behind.
+STOPPED = ("The run stops before saving this step: its last checkpoint (if any) is intact "
+           "and rerunning resumes from it.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +137,10 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   texts = lr.texts(state.params, training_chats(tasks, h), lr.law, roll_key, lr.num_samples)
   t1 = time.perf_counter()
   criteria = tuple(h.criteria(t.id) for t in tasks)
-  judged = grade(lr.judge, tasks, texts.responses, criteria)
+  try:
+    judged = grade(lr.judge, tasks, texts.responses, criteria)
+  except JudgeError as e:
+    raise JudgeError(f"learner, step {step + 1}: {e} {STOPPED}", e.unscored) from None
   t2 = time.perf_counter()
   # Every process holds the whole step (same keys, same draws); each contributes only its
   # own rows to the global batch, or a P-process run would train on P copies.
@@ -140,11 +155,18 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   return state, rec
 
 
-def evaluate(tasks: Sequence[Task], lr: Learner, params, key: jax.Array) -> dict[str, Any]:
-  """The held-out score (eval/heldout.py) of `params`: greedy, no guidance, seed rubrics,
-  every task in one sampler call."""
+def evaluate(tasks: Sequence[Task], lr: Learner, params, key: jax.Array, *,
+             after: int = 0) -> dict[str, Any]:
+  """The held-out score (eval/heldout.py) of `params` after `after` completed steps:
+  greedy, no guidance, seed rubrics, every task in one sampler call."""
   greedy = dataclasses.replace(lr.law, temperature=0.0)
-  return heldout.evaluate(tasks, lr.texts.generate_fn(params, greedy, key), lr.judge)
+  where = (f"held-out evaluation after step {after}" if after
+           else "held-out evaluation at the start")
+  try:
+    return heldout.evaluate(tasks, lr.texts.generate_fn(params, greedy, key), lr.judge,
+                            where=where)
+  except JudgeError as e:
+    raise JudgeError(f"{e} {STOPPED}", e.unscored) from None
 
 
 # ---- the evolver seam: (H_t, memory, record, params, key) -> (H_{t+1}, EvolveLog)
@@ -155,10 +177,17 @@ class EvolveLog:
   """What one evolver step did, as plain JSON-able counts."""
 
   digest: str
-  verdicts: dict[str, dict[str, int]]       # route -> {"accepted": n, "rejected": n, ...}
+  verdicts: dict[str, dict[str, int]]       # route -> {"accepted": n, "unmeasurable": n, ...}
   labels: dict[str, int]                    # failure label -> criteria so labelled
-  accounting: dict[str, dict[str, float]]   # role -> calls, rollouts, judge_cells, wall_s
+  accounting: dict[str, dict[str, Any]]     # role -> calls, rollouts, judge_cells, wall_s,
+                                            # unscored (a run_files unscored record)
   history_records: int                      # harness-history lines this step appended
+
+  @property
+  def critic_unscored(self) -> dict[str, Any]:
+    """The critic's unscored record of the step (an empty one without a critic)."""
+    return self.accounting.get("critic", {}).get(run_files.UNSCORED) or \
+        Unscored().to_json()
 
 
 Evolve = Callable[..., tuple[Harness, EvolveLog]]
@@ -176,8 +205,11 @@ def make_evolve(evolver, texts: TextSampler, law: SamplingParams) -> Evolve:
   policy: the step's params through the run's sampler with the rollout's law."""
 
   def evolve(h: Harness, memory, rec: StepRecord, *, params, key) -> tuple[Harness, EvolveLog]:
-    res = evolver.step(h, groups_of(rec), step=rec.step, key=key, memory=memory,
-                       resample=texts.resample_fn(params, law))
+    try:
+      res = evolver.step(h, groups_of(rec), step=rec.step, key=key, memory=memory,
+                         resample=texts.resample_fn(params, law))
+    except JudgeError as e:   # the critic's lost cells passed evolver.max_unscored_share
+      raise type(e)(f"{e} {STOPPED}", e.unscored) from None
     verdicts: dict[str, dict[str, int]] = {}
     for r in res.records:
       route = r.route or "none"

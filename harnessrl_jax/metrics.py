@@ -5,7 +5,11 @@ run_files'; eval/report.py reads them back.
 
 TensorBoard's event format is written directly (TFRecord framing with masked CRC-32C
 around `Event` protocol buffers holding scalar `Summary` values), so no TensorFlow or
-tensorboard package is needed to write it; `tensorboard --logdir WORKDIR/tb` reads it.
+tensorboard package is needed to write it; `tensorboard --logdir WORKDIR/tb` reads it. Not
+tensorboardX: its package imports torch wherever torch is installed (requirements.txt has
+it), +2.7 s and +210 MB in every training process, for what ~60 lines write. A resumed run
+cuts the event files back to the checkpoint's steps (`truncate_events`), as it cuts
+metrics.jsonl.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.eval import oracle
+from harnessrl_jax.judges.score_matrix import Unscored
 
 
 def _crc32c_table() -> list[int]:
@@ -91,23 +96,103 @@ def record_bytes(data: bytes) -> bytes:
   return n + struct.pack("<I", masked_crc(n)) + data + struct.pack("<I", masked_crc(data))
 
 
+EVENTS_PREFIX = "events.out.tfevents."   # TensorBoard reads the files so named
+
+
 class EventWriter:
-  """Appends scalar summaries to one TensorBoard event file under `logdir`."""
+  """Appends scalar summaries to one TensorBoard event file under `logdir`, created with
+  the first of them (so that `truncate_events` before it leaves no empty file behind)."""
 
   def __init__(self, logdir: str):
-    os.makedirs(logdir, exist_ok=True)
-    name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
+    self.logdir = logdir
+    name = f"{EVENTS_PREFIX}{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
     self.path = os.path.join(logdir, name)
-    with open(self.path, "ab") as f:
-      f.write(record_bytes(event_bytes(time.time(), 0, file_version="brain.Event:2")))
 
   def scalars(self, step: int, values: Mapping[str, float]) -> None:
     finite = {k: float(v) for k, v in values.items()
               if isinstance(v, (int, float)) and not isinstance(v, bool)
               and math.isfinite(float(v))}
-    if finite:
-      with open(self.path, "ab") as f:
-        f.write(record_bytes(event_bytes(time.time(), step, scalars=finite)))
+    if not finite:
+      return
+    records = b""
+    if not os.path.exists(self.path):
+      os.makedirs(self.logdir, exist_ok=True)
+      records = record_bytes(event_bytes(time.time(), 0, file_version="brain.Event:2"))
+    with open(self.path, "ab") as f:
+      f.write(records + record_bytes(event_bytes(time.time(), step, scalars=finite)))
+
+
+def read_records(path: str) -> list[bytes]:
+  """The payloads of a TFRecord file's complete records, up to the first that is cut short
+  or fails its CRCs (where a kill stopped a write)."""
+  with open(path, "rb") as f:
+    data = f.read()
+  out, i = [], 0
+  while i + 12 <= len(data):
+    head, (crc,) = data[i:i + 8], struct.unpack("<I", data[i + 8:i + 12])
+    (n,) = struct.unpack("<Q", head)
+    end = i + 12 + n + 4
+    if crc != masked_crc(head) or end > len(data):
+      break
+    payload = data[i + 12:end - 4]
+    if struct.unpack("<I", data[end - 4:end])[0] != masked_crc(payload):
+      break
+    out.append(payload)
+    i = end
+  return out
+
+
+def event_step(payload: bytes) -> tuple[int, bool]:
+  """(step, whether it holds a summary) of a serialised Event (`event_bytes`' fields)."""
+  step, summary, i = 0, False, 0
+  while i < len(payload):
+    key, i = _read_varint(payload, i)
+    num, wire = key >> 3, key & 7
+    if wire == 0:
+      value, i = _read_varint(payload, i)
+      if num == 2:
+        step = value
+    elif wire == 2:
+      n, i = _read_varint(payload, i)
+      i += n
+      summary = summary or num == 5
+    else:   # fixed64 (wall_time) or fixed32
+      i += {1: 8, 5: 4}[wire]
+  return step, summary
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+  value = shift = 0
+  while True:
+    b = data[i]
+    value |= (b & 0x7F) << shift
+    i, shift = i + 1, shift + 7
+    if not b & 0x80:
+      return value, i
+
+
+def truncate_events(logdir: str, steps: int) -> set[int]:
+  """Keeps the scalars of steps before `steps` in the event files under `logdir` (a
+  resumed run drops what the interrupted run wrote after its checkpoint, as
+  `truncate_jsonl` does for metrics.jsonl), and removes a file left without any; returns
+  the steps whose scalars remain."""
+  kept_steps: set[int] = set()
+  names = sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []
+  for name in (n for n in names if n.startswith(EVENTS_PREFIX)):
+    path = os.path.join(logdir, name)
+    records = read_records(path)
+    parsed = [(r, *event_step(r)) for r in records]
+    kept = [r for r, step, scalars in parsed if not scalars or step < steps]
+    scalar_steps = {step for _, step, scalars in parsed if scalars and step < steps}
+    kept_steps |= scalar_steps
+    if not scalar_steps:
+      os.remove(path)
+    elif len(kept) != len(records) or os.path.getsize(path) != sum(16 + len(r) for r in kept):
+      tmp = path + ".tmp"
+      with open(tmp, "wb") as f:
+        f.writelines(record_bytes(r) for r in kept)
+      os.replace(tmp, path)
+  return kept_steps
 
 
 def truncate_jsonl(path: str, keep) -> None:
@@ -184,6 +269,19 @@ class MetricsWriter:
     """One step: its complete metrics row (`step_row`), and its groups if given."""
     self.write_groups(groups)
     _append_jsonl(self.path, [row])
+    self._scalars(row)
+
+  def cut_back(self, steps: int, last_row: Mapping[str, Any] | None = None) -> None:
+    """On a start in an existing workdir, before the first `write`: keeps the TensorBoard
+    scalars of the first `steps` steps only (none on a fresh start), and writes
+    `last_row`'s (the checkpoint's copy of step `steps` - 1, as `restore_last_row` takes
+    it) where the kill came before they were written. Each step then appears once."""
+    kept = truncate_events(self.events.logdir, steps)
+    if last_row is not None and int(last_row[rf.STEP]) not in kept:
+      self._scalars(last_row)
+
+  def _scalars(self, row: Mapping[str, Any]) -> None:
+    """A row's numbers as TensorBoard scalars: nested fields as `field/key` tags."""
     flat = {}
     for k, v in row.items():
       if k == rf.STEP:
@@ -204,7 +302,13 @@ def new_summary(heldout_start: Mapping[str, Any]) -> dict[str, Any]:
   return {rf.HELDOUT_START: dict(heldout_start), rf.HELDOUT_EVALS: [], rf.UPDATES: {},
           rf.LABELS: {}, rf.LABEL_SHARES: {},
           rf.COST: {rf.RL_S: 0.0, rf.EVOLVER_S: 0.0, rf.CRITIC_ROLLOUTS: 0,
-                    rf.CRITIC_JUDGE_CELLS: 0}}
+                    rf.CRITIC_JUDGE_CELLS: 0},
+          rf.UNSCORED: {rf.LEARNER: Unscored().to_json(), rf.CRITIC: Unscored().to_json()}}
+
+
+def _plus(record: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+  """The sum of two unscored records (run_files COUNT, SHARE, CELLS, CAUSES)."""
+  return (Unscored.from_json(record) + Unscored.from_json(more)).to_json()
 
 
 def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -227,7 +331,10 @@ def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[
     shares = {"first": shares.get("first", now), "last": now}
   cost = summary[rf.COST]
   critic = elog.accounting.get("critic", {})
+  lost = summary[rf.UNSCORED]
   return {**summary, rf.UPDATES: updates,
+          rf.UNSCORED: {rf.LEARNER: _plus(lost[rf.LEARNER], rec.judged.unscored.to_json()),
+                        rf.CRITIC: _plus(lost[rf.CRITIC], elog.critic_unscored)},
           rf.LABELS: _added(summary[rf.LABELS], elog.labels), rf.LABEL_SHARES: shares,
           rf.COST: {rf.RL_S: cost[rf.RL_S] + sum(rec.timings.values()),
                     rf.EVOLVER_S: cost[rf.EVOLVER_S] + evolver_s,
@@ -241,7 +348,8 @@ def with_heldout(summary: Mapping[str, Any], step: int, result: Mapping[str, Any
   """The summary with a held-out evaluation after `step` completed steps (`result` as
   eval/heldout.py gives it); the final one is also the run's heldout_end."""
   out = {**summary, rf.HELDOUT_EVALS: [*summary[rf.HELDOUT_EVALS],
-                                       {rf.STEP: int(step), rf.SCORE: result[rf.SCORE]}]}
+                                       {rf.STEP: int(step), rf.SCORE: result[rf.SCORE],
+                                        rf.UNSCORED: result[rf.UNSCORED]}]}
   if final:
     out[rf.HELDOUT_END] = dict(result)
   return out
@@ -287,12 +395,14 @@ def step_row(rec, elog, *, evolver_s: float, mounted,
   valid = rec.judged.valid
   row = {**rec.metrics, rf.STEP: rec.step,
          rf.REWARD: float(rec.judged.rewards[valid].mean()) if valid.any() else None,
-         rf.UNSCORED: rec.judged.unscored, rf.RESPONSE_LEN: rec.response_len,
+         rf.UNSCORED: rec.judged.unscored.to_json(),
+         rf.CRITIC_UNSCORED: dict(elog.critic_unscored), rf.RESPONSE_LEN: rec.response_len,
          rf.TIME: time_s, rf.EVOLVER: verdicts, rf.LABELS: dict(elog.labels),
          rf.HARNESS: elog.digest[:16], rf.TASKS: list(rec.task_indices),
          rf.GUIDANCE: guidance_shares(mounted)}
   if heldout is not None:
     row[rf.HELDOUT_SCORE] = heldout[rf.SCORE]
+    row[rf.HELDOUT_UNSCORED] = heldout[rf.UNSCORED]
   return row
 
 
@@ -303,18 +413,35 @@ def _num(x, spec: str) -> str:
   return "-" if x is None else format(x, spec)
 
 
+def unscored_text(record: Mapping[str, Any]) -> str:
+  """An unscored record as "2.5% (transport 3, parse 1)"."""
+  causes = ", ".join(f"{c} {n}" for c, n in record[rf.CAUSES].items())
+  return f"{record[rf.SHARE]:.1%}" + (f" ({causes})" if causes else "")
+
+
+# Row field of an unscored record -> its name on the progress line.
+_UNSCORED_ON_LINE = ((rf.UNSCORED, "unscored"), (rf.CRITIC_UNSCORED, "critic unscored"),
+                     (rf.HELDOUT_UNSCORED, "held-out unscored"))
+
+
 def progress_line(row: Mapping[str, Any], total_steps: int) -> str:
-  """A step's line on the terminal; the held-out score (points) where one was evaluated."""
+  """A step's line on the terminal; the held-out score (points) where one was evaluated,
+  and the share of judged cells without a verdict of each judged batch where it is not 0."""
   t, ev = row.get(rf.TIME, {}), row.get(rf.EVOLVER, {})
   line = (f"step {row[rf.STEP] + 1}/{total_steps} reward {_num(row.get(rf.REWARD), '.4f')} "
           f"loss {row.get('loss', float('nan')):.4g} | accepted {ev.get(rf.ACCEPTED, 0)} "
-          f"rejected {ev.get(rf.REJECTED, 0)} | rollout {t.get(rf.ROLLOUT_S, 0):.1f}s "
+          f"rejected {ev.get(rf.REJECTED, 0)} unmeasurable {ev.get(rf.UNMEASURABLE, 0)} "
+          f"| rollout {t.get(rf.ROLLOUT_S, 0):.1f}s "
           f"judge {t.get(rf.JUDGE_S, 0):.1f}s update {t.get(rf.UPDATE_S, 0):.1f}s "
           f"evolver {t.get(rf.EVOLVER_S, 0):.1f}s")
   if rf.CHECKPOINT_S in t:
     line += f" ckpt {t[rf.CHECKPOINT_S]:.1f}s"
   if rf.HELDOUT_SCORE in row:
     line += f" | held-out {_num(row[rf.HELDOUT_SCORE], '.2f')} pts"
+  lost = [f"{name} {unscored_text(row[key])}" for key, name in _UNSCORED_ON_LINE
+          if row.get(key) and row[key][rf.COUNT]]
+  if lost:
+    line += " | " + " ".join(lost)
   return line
 
 
@@ -340,6 +467,14 @@ def summary_table(summary: Mapping[str, Any]) -> str:
     for route in sorted(updates):
       v = updates[route]
       lines.append(f"  {route:<10} " + "   ".join(f"{k} {v.get(k, 0):>4}" for k in rf.VERDICTS))
+  lost = summary.get(rf.UNSCORED) or {}
+  heldout = [(when, r[rf.UNSCORED]) for when, r in (("start", start), ("end", end))
+             if r.get(rf.UNSCORED)]
+  if lost or heldout:
+    lines.append("judged cells without a verdict   " + "   ".join(
+        f"{name} {r[rf.COUNT]}/{r[rf.CELLS]} = {unscored_text(r)}"
+        for name, r in [*sorted(lost.items()), *(
+            (f"held-out {when}", r) for when, r in heldout)]))
   cost = summary.get(rf.COST, {})
   if cost:
     rl, ev = cost.get(rf.RL_S, 0.0), cost.get(rf.EVOLVER_S, 0.0)

@@ -5,7 +5,9 @@ attributor labels, routes and interfaces, critic verdicts, oracle classes). Writ
 import these names instead of spelling them. A leaf module: standard library only.
 
 A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
-  config.json               the config and its digest (checkpoint.guard_config)
+  config.json               the config and its experiment part's digest (the config.json
+                            fields below; checkpoint.guard_config, config_identity.py)
+  config_changes.jsonl      each operational field changed on a resume, with its step
   checkpoints/<step>/       Orbax checkpoints (checkpoint.py)
   memory/<step>/            the evolver memory at each checkpoint
   metrics.jsonl, tb/        one row per step (the row fields below); TensorBoard scalars
@@ -26,6 +28,7 @@ import re
 # ---- file names
 
 CONFIG = "config.json"
+CONFIG_CHANGES = "config_changes.jsonl"
 CHECKPOINTS = "checkpoints"
 MEMORY = "memory"
 METRICS = "metrics.jsonl"
@@ -51,6 +54,22 @@ def eval_step_of(name: str) -> int | None:
   return int(m.group(1)) if m else None
 
 
+# ---- config.json: {CONFIG_TREE: the whole config, operational values as of the last start,
+# EXPERIMENT_SHA256: SHA-256 of its experiment part (config_identity.experiment_digest)}
+
+CONFIG_TREE = "config"
+EXPERIMENT_SHA256 = "experiment_sha256"
+
+# ---- config_changes.jsonl: one row per changed operational field, {STEP: the 0-based step
+# from which the new value holds (the resumed checkpoint's), CHANGED_FIELD: its dotted path,
+# OLD_VALUE, NEW_VALUE}
+
+CHANGED_FIELD, OLD_VALUE, NEW_VALUE = "field", "old", "new"
+
+# ---- a checkpoint's metadata (train.py writes it; resume and audit.py check it)
+
+HISTORY_HEAD = "history_head"   # hash of the last history record it covers (history.py)
+
 # ---- vocabularies
 
 GUIDANCE_FIELDS = ("criterion", "reference", "critique")   # harness.FIELDS, columns [N, 3]
@@ -59,8 +78,10 @@ ATTRIBUTOR_LABELS = ("blind", "saturated", "spurious", "agree")
 ROUTES = {"blind": "guidance", "saturated": "sampling", "spurious": "rubric"}
 INTERFACES = ("rubric", "guidance", "sampling")
 VERDICT = "verdict"   # the critic's, on each evolver_candidates.jsonl row
-VERDICTS = ("accepted", "rejected", "noop")
-ACCEPTED, REJECTED, NOOP = VERDICTS
+# "unmeasurable": the judge gave no verdict on some cell of the candidate's measurement (or
+# on any cell of a criterion it changes), so there is no Delta to accept or reject it by.
+VERDICTS = ("accepted", "rejected", "unmeasurable", "noop")
+ACCEPTED, REJECTED, UNMEASURABLE, NOOP = VERDICTS
 ORACLE_CLASSES = ("blind", "saturated", "spurious_reversed", "spurious_unordered", "agree")
 
 
@@ -81,11 +102,26 @@ SOURCE = "source"
 SOURCE_CALIBRATION = "calibration"
 SOURCE_SCHEDULE = "guidance schedule"
 
+# ---- an unscored record: the cells of a judged batch (a training step's, a held-out
+# evaluation's, the critic's measurements of a step, a calibration pass's) that the judge
+# tried and got no verdict for, by cause (judges/score_matrix.Unscored). Cells without a
+# check under a judge without an LLM are unscored by design and in none of these counts.
+
+COUNT = "count"       # cells without a verdict
+SHARE = "share"       # count / cells (0 when cells is 0): what the stop limits compare
+CELLS = "cells"       # cells the judge tried
+CAUSES = "causes"     # {cause: cells}, causes below with a nonzero count
+# transport: the request failed through its retries (time-outs, connections, 5xx, garbage
+# bodies); parse: the answers stayed unreadable through judge.parse_retries re-asks;
+# refused: the server refused the request for good (a 4xx, a prompt too long).
+UNSCORED_CAUSES = ("transport", "parse", "refused")
+
 # ---- metrics.jsonl: one row per step, written once, complete, after the step's checkpoint
 
 STEP = "step"                     # 0-based step t
 REWARD = "reward"                 # mean rubric reward (in [.., 1]) of valid rollouts, or null
-UNSCORED = "unscored"             # judge cells without a verdict
+UNSCORED = "unscored"             # the learner's judge failures (an unscored record, below)
+CRITIC_UNSCORED = "critic_unscored"   # the critic's, summed over its measurements of the step
 RESPONSE_LEN = "response_len"     # mean response tokens
 TIME = "time"                     # {phase: wall seconds}, the phases below
 EVOLVER = "evolver"               # {verdict: candidates}, all routes together
@@ -94,6 +130,7 @@ HARNESS = "harness"               # digest prefix of H_{t+1}
 TASKS = "tasks"                   # the drawn task indices
 GUIDANCE = "guidance"             # {guidance field: share of drawn tasks with it mounted}
 HELDOUT_SCORE = "heldout_score"   # held-out points after t + 1 steps (evaluated steps only)
+HELDOUT_UNSCORED = "heldout_unscored"   # that evaluation's unscored record
 # The update's statistics (loss, kl, ...) sit flat beside these fields.
 
 ROLLOUT_S, JUDGE_S, UPDATE_S = "rollout_s", "judge_s", "update_s"
@@ -104,7 +141,7 @@ CHECKPOINT_S = "checkpoint_s"               # only on rows after which a checkpo
 # ---- summary.json (also in every checkpoint's metadata)
 
 HELDOUT_START = "heldout_start"   # held-out result before any update
-HELDOUT_EVALS = "heldout_evals"   # [{STEP: completed steps, SCORE: points}], in order
+HELDOUT_EVALS = "heldout_evals"   # [{STEP: completed steps, SCORE: points, UNSCORED: record}]
 HELDOUT_END = "heldout_end"       # held-out result after the last step
 UPDATES = "updates"               # {route: {verdict: candidates}}
 # LABELS: {attributor label: criteria so labelled}, summed over steps
@@ -112,6 +149,8 @@ LABEL_SHARES = "label_shares"     # {"first" | "last": {label: share}} of labell
 COST = "cost"                     # the keys below
 RL_S, CRITIC_ROLLOUTS, CRITIC_JUDGE_CELLS = "rl_s", "critic_rollouts", "critic_judge_cells"
 # COST also holds EVOLVER_S.
+# UNSCORED: {LEARNER | CRITIC: unscored record summed over the steps}
+LEARNER, CRITIC = "learner", "critic"
 STEPS = "steps"
 SKIPPED_UPDATES = "skipped_updates"
 HARNESS_DIGEST = "harness_digest"
@@ -124,6 +163,7 @@ FINISHED = (STEPS, SKIPPED_UPDATES, HARNESS_DIGEST, PARAMS_SHA256, BEST_CHECKPOI
 SCORE = "score"           # points 0-100 (Lambda = 100): mean over domains, or null
 BY_DOMAIN = "by_domain"   # {domain: points or null}
 LIMIT = "limit"           # present on an evaluation of a subset: not a held-out point
+# UNSCORED: the evaluation's unscored record
 
 # ---- eval_step<N>.json
 

@@ -13,9 +13,14 @@ The module reads top-down: `preflight` (every refusal before a model loads), `bu
 to evaluate, checkpoint, log) and `finish` (summary and report).
 
 Everything a run writes goes under --workdir:
-  config.json               the config and its digest (another config is refused)
+  config.json               the config and its experiment part's digest, written once the
+                            start passed its checks (another experiment is refused once
+                            the run has a checkpoint; operational fields may change:
+                            docs/operational.md)
+  config_changes.jsonl      each operational field changed on a resume, with its step
   checkpoints/, memory/     Orbax checkpoints and the memory at each (checkpoint.py)
-  harness_history.jsonl     every applied harness operation (harness/history.py)
+  harness_history.jsonl     every applied harness operation, hash-chained; each
+                            checkpoint stores the chain head (harness/history.py)
   evolver_candidates.jsonl  every measured candidate, accepted or not
   metrics.jsonl, tb/        one row per step; TensorBoard scalars
   oracle_groups.jsonl       the groups (task, J responses, rewards) of every
@@ -43,7 +48,6 @@ import logging as std_logging
 import math
 import os
 import socket
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -58,13 +62,15 @@ from ml_collections import config_flags
 
 from harnessrl_jax import cli, distributed, harness, loop, metrics, run_files
 from harnessrl_jax.checkpoint import (RunCheckpoints, config_text, guard_config,
-                                      restore_target, run_key_of, state_tree)
+                                      record_config, restore_target, run_key_of,
+                                      state_tree)
 from harnessrl_jax.config import validate
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import ConfigError, DataError, HarnessError
 from harnessrl_jax.eval import report
-from harnessrl_jax.harness.history import HistoryLog, apply_logged, read_history, replay
+from harnessrl_jax.harness.history import (HistoryLog, apply_logged, head_of, read_history,
+                                           replay)
 from harnessrl_jax.harness.ops import SetLadder
 from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.judges.config import same_model
@@ -167,7 +173,7 @@ class Run:
   state_shardings: Any
   run_key: jax.Array
   ckpts: RunCheckpoints
-  history_log: HistoryLog | None  # None on processes other than 0
+  history_log: HistoryLog         # the run's one log (it writes on process 0 only)
   writer: metrics.MetricsWriter | None
 
   @property
@@ -175,7 +181,8 @@ class Run:
     return jax.random.fold_in(self.run_key, -1 & 0x7FFFFFFF)
 
 
-def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParams):
+def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParams,
+             history_log: HistoryLog):
   """(evolve function, fresh memory or None, calibration ops to apply to H_0)."""
   ev = cfg.evolver
   if not ev.enabled:
@@ -188,8 +195,7 @@ def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParam
   setup_ops = () if cal is None else (SetLadder(tuple(float(x) for x in cal.ladder)),)
   primary = distributed.is_primary()   # the others evolve alike but log nothing
   evolver = build_evolver(
-      cfg, judge=judge,
-      history_log=HistoryLog(os.path.join(workdir, run_files.HISTORY)) if primary else None,
+      cfg, judge=judge, history_log=history_log,
       candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None)
   memory = Memory(cfg.memory, embedder_from_config(cfg.memory)) if cfg.ablation.memory else None
   return loop.make_evolve(evolver, texts, law), memory, setup_ops
@@ -207,7 +213,12 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
   mesh = rl_mesh.mesh_for_devices(cfg.rl.mesh)
   texts = TextSampler.from_config(graphdef, loaded.prompt_builder, cfg.rollout, mesh=mesh)
   law = SamplingParams.from_config(cfg.rollout)
-  evolve, memory, setup_ops = _evolver(cfg, workdir, judge=judge, texts=texts, law=law)
+  # One log for the driver's ops and the evolver's, so the chain head is one value; every
+  # process chains alike (the head goes into the checkpoint), process 0 alone writes.
+  history_log = HistoryLog(os.path.join(workdir, run_files.HISTORY),
+                           write=distributed.is_primary())
+  evolve, memory, setup_ops = _evolver(cfg, workdir, judge=judge, texts=texts, law=law,
+                                       history_log=history_log)
   tx = make_optimizer(cfg.rl)
   # The reference policy is a frozen copy of the initial policy, rebuilt (not restored) on
   # resume; init_state gives it its own buffers, as train_step donates the state's.
@@ -230,7 +241,7 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
       h0=harness.from_tasks(train_tasks, cfg.harness), setup_ops=setup_ops,
       initial_state=state, state_shardings=shardings, run_key=jax.random.key(cfg.seed),
       ckpts=RunCheckpoints(workdir, train.keep_checkpoints),
-      history_log=HistoryLog(os.path.join(workdir, run_files.HISTORY)) if primary else None,
+      history_log=history_log,
       writer=metrics.MetricsWriter(workdir) if primary else None)
 
 
@@ -259,6 +270,8 @@ def fresh_start(run: Run) -> Progress:
                  run_files.METRICS):
       if os.path.exists(os.path.join(run.workdir, name)):
         os.remove(os.path.join(run.workdir, name))
+    run.writer.cut_back(0)   # and its TensorBoard scalars
+  run.history_log.reset()
   h = run.h0
   for op in run.setup_ops:
     h, _ = apply_logged(h, op, step=0, log=run.history_log,
@@ -276,8 +289,8 @@ def resume(run: Run, step: int) -> Progress:
   """The run as checkpoint `step` left it. What the interrupted run wrote after it
   (history, metrics, group and candidate lines) is dropped by process 0 before any process
   reads the history; a metrics row the kill kept from being written is restored from the
-  checkpoint. The harness is H_0 replayed through the checkpoint's share of the history and
-  must match the checkpoint's digest."""
+  checkpoint. The checkpoint's share of the history must be an intact hash chain ending at
+  the head the checkpoint stored, and H_0 replayed through it must match its digest."""
   workdir = run.workdir
   restored, meta = run.ckpts.restore(
       step, restore_target(state_tree(run.initial_state, run.run_key)))
@@ -289,7 +302,15 @@ def resume(run: Run, step: int) -> Progress:
   if distributed.is_primary():
     metrics.truncate_lines(history_path, n)
   distributed.barrier("history_truncated")
-  h = replay(run.h0, read_history(history_path) if n else [], source=history_path)
+  # read_history checks the chain; its head must be the one the checkpoint stored.
+  records = read_history(history_path) if n else []
+  head = head_of(records)
+  if len(records) != n or head != meta.get(run_files.HISTORY_HEAD):
+    raise HarnessError(f"{history_path}: its first {n} records do not end at checkpoint "
+                       f"{step}'s {run_files.HISTORY_HEAD}; run `python -m "
+                       f"harnessrl_jax.audit {workdir}`")
+  run.history_log.reset(head)
+  h = replay(run.h0, records, source=history_path)
   if harness.digest(h) != meta["harness_digest"]:
     raise HarnessError(f"{workdir}: the harness replayed from {run_files.HISTORY} does not "
                        f"match checkpoint {step}; run `python -m harnessrl_jax.audit "
@@ -298,6 +319,7 @@ def resume(run: Run, step: int) -> Progress:
     for name in (run_files.METRICS, run_files.GROUPS, run_files.CANDIDATES):
       metrics.truncate_jsonl(os.path.join(workdir, name), lambda r: r["step"] < done)
     metrics.restore_last_row(os.path.join(workdir, run_files.METRICS), meta["row"])
+    run.writer.cut_back(done, meta["row"])   # tb/ as metrics.jsonl: each step once
   memory = run.memory
   if memory is not None:
     memory = type(memory).load(run.ckpts.memory_dir(step), run.memory_config,
@@ -337,7 +359,8 @@ def train_loop(run: Run, p: Progress) -> Progress:
 
     heldout = None
     if due(n, t.eval_every, total):
-      heldout = loop.evaluate(run.heldout_tasks, run.learner, state.params, run.eval_key)
+      heldout = loop.evaluate(run.heldout_tasks, run.learner, state.params, run.eval_key,
+                              after=n)
       summary = metrics.with_heldout(summary, n, heldout, final=n == total)
     row = metrics.step_row(rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout)
     if run.writer is not None and t.oracle_groups_every > 0 and due(
@@ -346,6 +369,7 @@ def train_loop(run: Run, p: Progress) -> Progress:
     if due(n, t.checkpoint_every, total) or heldout is not None:
       t1 = time.perf_counter()
       meta = {"step": n, "history_len": history_len, "harness_digest": harness.digest(h),
+              run_files.HISTORY_HEAD: run.history_log.head,
               "harness": harness.canonical(h), "last_draw": list(rec.task_indices),
               "summary": json_safe(summary), "row": json_safe(row)}
       run.ckpts.save(n, state_tree(state, p.run_key), meta, memory=p.memory,
@@ -387,10 +411,14 @@ def run(cfg, workdir: str) -> dict[str, Any]:
   workdir = os.path.abspath(workdir)
   # A collective: every process must pass it, so it comes before any refusal of one.
   distributed.check_consistent(distributed.run_digests(config_text(cfg)))
-  guard_config(cfg, workdir)
-  train_tasks, heldout_tasks = preflight(cfg)
+  guard_config(cfg, workdir)   # reads only: a start refused before its first step
+  train_tasks, heldout_tasks = preflight(cfg)   # leaves no config.json to refuse the next
   parts = build_run(cfg, workdir, train_tasks, heldout_tasks)
-  return finish(parts, train_loop(parts, start(parts)))
+  progress = start(parts)
+  # Checkpoints follow >= 1 steps: step 0 is a fresh start, any other a resume.
+  for line in record_config(cfg, workdir, resumed_at=progress.step or None):
+    say(line)
+  return finish(parts, train_loop(parts, progress))
 
 
 # ---- small helpers
@@ -426,32 +454,29 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where the run writes everything.")
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "The experiment's config file, e.g. configs/tiny.py.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The directory the run writes into.")
 distributed.define_flags()
 
 
 def main(argv):
+  """The run `--config` and `--workdir` name; cli.run makes a HarnessError one line."""
   del argv
-  if _WORKDIR.value is None:
-    raise ConfigError("--workdir is required: the directory the run writes into")
   if not flags.FLAGS["verbosity"].present:
     # Orbax and JAX log every save at INFO; the driver prints its own progress lines.
     logging.set_verbosity(logging.WARNING)
     # Orbax warns at every save without a held-out reward; only evaluated steps have one.
     std_logging.getLogger("absl").addFilter(
         lambda record: "did not provide metrics" not in record.getMessage())
-  try:
-    spec = distributed.initialize_from_flags()   # before the first array (no-op alone)
-    if spec.multi:
-      print(f"process {jax.process_index()}/{jax.process_count()} joined ({spec.source}): "
-            f"{jax.local_device_count()} local of {jax.device_count()} devices", flush=True)
-    run(_CONFIG.value, _WORKDIR.value)
-  except HarnessError as e:   # a cause the user can fix: one message, no traceback
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+  spec = distributed.initialize_from_flags()   # before the first array (no-op alone)
+  if spec.multi:
+    print(f"process {jax.process_index()}/{jax.process_count()} joined ({spec.source}): "
+          f"{jax.local_device_count()} local of {jax.device_count()} devices", flush=True)
+  run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":
+  # Required only when run: tests import this module next to other entry points' flags.
+  flags.mark_flags_as_required(["config", "workdir"])
   cli.run(main)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harnessrl_jax import evaluate
-from harnessrl_jax.checkpoint import config_text, guard_config
+from harnessrl_jax.checkpoint import config_text, record_config
 from harnessrl_jax.errors import ConfigError, DataError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +27,7 @@ def _tiny():
 
 def test_stored_config_round_trip(tmp_path):
   cfg = _tiny()
-  guard_config(cfg, str(tmp_path))
+  record_config(cfg, str(tmp_path), resumed_at=None)   # what train.py writes
   back = evaluate.load_run_config(str(tmp_path))
   assert config_text(back) == config_text(cfg)
   assert back.rollout.prompt_buckets == (512,) and back.model.source == "tiny"
@@ -60,7 +60,7 @@ def test_compare_evals_pairs_shared_items():
 
 def test_evaluate_tiny_model_end_to_end(tmp_path):
   cfg = _tiny()
-  guard_config(cfg, str(tmp_path))
+  record_config(cfg, str(tmp_path), resumed_at=None)   # what train.py writes
   (tmp_path / "metrics.jsonl").write_text(
       json.dumps({"step": 0, "reward": 0.25, "time": {"rollout_s": 1.0}}) + "\n")
   with pytest.raises(DataError, match="MedQA: no file at"):

@@ -10,8 +10,8 @@ import pytest
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.errors import DataError
 from harnessrl_jax.eval import heldout, mcq, protocols, rouge
-from harnessrl_jax.judges.client import TextClient
-from harnessrl_jax.judges.judge import Judge
+from harnessrl_jax.judges.client import TextClient, TransportError
+from harnessrl_jax.judges.judge import Judge, JudgeError, JudgeSettings
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 OPTS = (("A", "Aspirin"), ("B", "Ceftriaxone"), ("C", "Metformin"), ("D", "Insulin"),
@@ -200,3 +200,29 @@ def test_heldout_invalid_task_left_out_and_counted():
   assert out["items"] == {"m1": 100.0} and out["invalid"] == 1
   assert out["by_domain"] == {"medical": 100.0, "writing": None}
   assert out["score"] == 100.0
+
+
+class _PartlyDown(CriterionClient):
+  """CriterionClient whose requests about a response with "down" in it fail in transport."""
+
+  def _complete(self, chats, max_tokens):
+    answers = super()._complete(chats, max_tokens)
+    return [TransportError("down") if "down" in chat[-1].content else a
+            for chat, a in zip(chats, answers)]
+
+
+def test_heldout_records_its_unscored_cells_and_names_itself_when_it_stops():
+  crits = (Criterion("c1", "Is clear", 1.0), Criterion("c2", "Is kind", 1.0))
+  tasks = [Task(f"m{i}", "medical", (Message("user", f"q{i}"),), crits) for i in range(4)]
+  gen = scripted({"q0": "fine", "q1": "fine too", "q2": "down", "q3": "ok"})
+  lenient = Judge(_PartlyDown(["Is clear"]), use_checks=False,
+                  settings=JudgeSettings(max_unscored_share=0.25))
+  out = heldout.evaluate(tasks, gen, lenient)
+  # m2's two cells of 8 have no verdict; m2 has no reward and is left out.
+  assert out["unscored"] == {"count": 2, "share": 0.25, "cells": 8,
+                             "causes": {"transport": 2}}
+  assert out["invalid"] == 1 and set(out["items"]) == {"m0", "m1", "m3"}
+  strict = Judge(_PartlyDown(["Is clear"]), use_checks=False,
+                 settings=JudgeSettings(max_unscored_share=0.2))
+  with pytest.raises(JudgeError, match=r"^held-out evaluation: judge .*2 of 8 judged cells"):
+    heldout.evaluate(tasks, gen, strict)

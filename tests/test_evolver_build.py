@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import pytest
 
-from harnessrl_jax.config import base_config
+from harnessrl_jax.config import base_config, validate
 from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.evolver import (AblationConfig, EvolverConfig, build_evolver,
                                    evolver_defaults)
@@ -45,7 +45,9 @@ def test_no_critic_accepts_structurally_valid_candidates_unmeasured():
   assert len(policy.calls) == calls             # the policy was never queried
   assert res.accounting["critic"] == {"calls": 1, "llm_requests": 0, "judge_cells": 0,
                                       "rollouts": 0,
-                                      "wall_s": res.accounting["critic"]["wall_s"]}
+                                      "wall_s": res.accounting["critic"]["wall_s"],
+                                      "unscored": {"count": 0, "share": 0.0, "cells": 0,
+                                                   "causes": {}}}
   assert vars(ev.critic) == before and not hasattr(ev.critic, "resample")
 
 
@@ -79,6 +81,12 @@ def test_unknown_route_or_backend_is_a_config_error_at_the_boundary():
   ev.guidance_band = (5.0, 1.0)
   with pytest.raises(ConfigError, match="config.evolver.guidance_band"):
     EvolverConfig.from_config(ev)
+  assert EvolverConfig.from_config(evolver_defaults()).max_unscored_share == 0.1
+  c = base_config()
+  c.evolver.max_unscored_share = 1.5
+  with pytest.raises(ConfigError, match=r"^config.evolver.max_unscored_share = 1.5: must be "
+                                        r"in \[0, 1\]"):
+    validate(c)
   ab = AblationConfig.from_config(base_config().ablation)
   assert ab.routes == {"rubric", "guidance", "sampling"} and ab.critic and ab.memory
   with pytest.raises(dataclasses.FrozenInstanceError):

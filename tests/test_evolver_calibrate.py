@@ -6,13 +6,18 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.evolver import Critic, build_evolver, read_calibration
-from harnessrl_jax.evolver.calibration import bands_and_ladder, unsaturated_share
+from harnessrl_jax.evolver.calibration import (bands_and_ladder, null_measurement,
+                                               unsaturated_share)
 from harnessrl_jax.harness import SetLadder, apply, from_tasks
+from harnessrl_jax.judges.client import TransportError
+from harnessrl_jax.judges.judge import Judge, JudgeError, JudgeSettings
+from harnessrl_jax.judges.score_matrix import Unscored
 from tests import test_evolver_fixtures as fx
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,8 +82,13 @@ def test_calibrate_end_to_end_on_tiny(tmp_path):
   # The program judge is deterministic: regrading changes nothing, the floor applies.
   assert all(t["reward_regrade"] == t["reward_a"] for t in rows)
   assert obj["bands"]["rubric"][0] == 1.0
+  # Every judged batch records its cells without a verdict (none: the program judge
+  # does not try the criteria it has no check for).
+  assert set(obj["unscored"]) == {"group_a", "group_b", "regrade"}
+  assert all(u["count"] == 0 and u["causes"] == {} for u in obj["unscored"].values())
   back = read_calibration(str(tmp_path))
   assert back.bands == cal.bands and back.ladder == cal.ladder
+  assert back.unscored == cal.unscored
   # Training reads it: the critic's bands and the harness ladder.
   config = tiny_config()
   with config.unlocked():
@@ -89,6 +99,36 @@ def test_calibrate_end_to_end_on_tiny(tmp_path):
                                                    "rubric": (3.1, 28.0)}
   h = apply(from_tasks([fx.BLIND]), SetLadder(back.ladder))
   assert tuple(np.asarray(h.ladder).tolist()) == pytest.approx(back.ladder)
+
+
+class _DownOnStockPhrases(fx.FakeJudgeClient):
+  """The fake judge, failing (transport) on responses that carry a stock phrase."""
+
+  def _complete(self, chats, max_tokens):
+    answers = super()._complete(chats, max_tokens)
+    return [TransportError("down") if "requirements" in c[-1].content else a
+            for c, a in zip(chats, answers)]
+
+
+def test_calibration_records_and_limits_the_judge_failures_of_each_batch():
+  h = from_tasks([fx.SPURIOUS])
+  policy = fx.FakePolicy(fx.PROMPTS)
+  args = ([fx.SPURIOUS], h, policy)
+  kw = dict(min_band=1.0, default_ladder=(1.0, 0.61, 0.38, 0.17))
+  lenient = Judge(_DownOnStockPhrases(), use_checks=True,
+                  settings=JudgeSettings(max_unscored_share=1.0))
+  cal = null_measurement(*args, lenient, jax.random.key(0), 4, **kw)
+  # c2 (no check) of the two stock-phrase responses: 2 of the 4 LLM-judged cells per batch
+  # (c1 has a check: judged, never lost).
+  want = Unscored(8, (("transport", 2),))
+  assert cal.unscored == {"group_a": want, "group_b": want, "regrade": want}
+  assert cal.to_json()["unscored"]["regrade"] == {"count": 2, "share": 0.25, "cells": 8,
+                                                  "causes": {"transport": 2}}
+  strict = Judge(_DownOnStockPhrases(), use_checks=True,
+                 settings=JudgeSettings(max_unscored_share=0.1))
+  with pytest.raises(JudgeError, match=r"^calibration, tasks 1-1: judge program\+fake-judge"
+                                       r".*2 of 8 judged cells \(25%\).*transport: 2"):
+    null_measurement(*args, strict, jax.random.key(0), 4, **kw)
 
 
 def test_calibrate_command_line(tmp_path):

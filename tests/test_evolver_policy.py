@@ -45,7 +45,7 @@ def evolve(sampler, key):
   cfg = fx.settings()
   h = from_tasks([TASK])
   judge = fx.judge(with_llm=False)
-  groups = sample_groups([TASK], h, sampler, judge, jax.random.key(7), J)
+  groups, _ = sample_groups([TASK], h, sampler, judge, jax.random.key(7), J)
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
                critic=Critic(judge, cfg, num_samples=J))
   return h, groups, ev.step(h, groups, step=0, key=jax.random.key(key),

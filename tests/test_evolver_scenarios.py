@@ -9,17 +9,22 @@ import pytest
 
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
+from harnessrl_jax.evolver.critic import unmeasurable_reasons
+from harnessrl_jax.evolver.evolve import CriticError
 from harnessrl_jax.harness import digest, from_tasks
 from harnessrl_jax.harness.history import HistoryLog, read_history, replay
+from harnessrl_jax.judges.client import TransportError
+from harnessrl_jax.judges.judge import Judge, JudgeError
+from harnessrl_jax.judges.score_matrix import Unscored
 from harnessrl_jax.memory import make_draw
 from tests import test_evolver_fixtures as fx
 
 
 def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=None,
-        prepare=None, step=5, candidate_log=None, llm_judge=True):
+        prepare=None, step=5, candidate_log=None, llm_judge=True, judge=None):
   cfg = cfg or fx.settings()
   h = from_tasks(tasks)
-  j = fx.judge(with_llm=llm_judge)
+  j = judge or fx.judge(with_llm=llm_judge)
   groups = fx.record(tasks, h, responses, j)
   mem = fx.new_memory(h) if memory else None
   if prepare:
@@ -237,14 +242,85 @@ def test_padding_gets_a_negative_criterion_accepted():
   assert new and new[0].weight < 0 and new[0].text.startswith("Pads the response")
 
 
-def test_candidates_the_judge_cannot_score_measure_zero_and_are_rejected():
+def test_candidates_whose_new_criteria_get_no_verdict_are_unmeasurable():
   # Program checks only: new criteria (the penalty, the split parts) carry no check, so
-  # their cells stay unscored and leave every reward as it was: Delta = 0 for all three.
+  # they get no verdict at all: unmeasurable (not Delta = 0), and back to the proposer,
+  # which tries the next kind. The reweight of c2 (it has a check) is measured: Delta = 0.
   _, _, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES], llm_judge=False)
   recs = [r for r in res.records if r.route == "rubric"]
-  assert [r.verdict for r in recs] == ["rejected"] * 3 + ["noop"]
+  assert [r.verdict for r in recs] == ["unmeasurable", "unmeasurable", "rejected", "noop"]
   assert [r.candidate.kind for r in recs[:3]] == [
       "rubric:negative", "rubric:split", "rubric:reweight"]
-  for r in recs[:3]:
-    assert r.measurement.delta == pytest.approx(0.0, abs=1e-3)
-    assert r.measurement.reasons[0].startswith("(i) sign")
+  assert recs[0].measurement.reasons == (
+      "unmeasurable: no verdict on changed criteria c2-hack",)
+  assert recs[1].measurement.reasons == (
+      "unmeasurable: no verdict on changed criteria c2-a, c2-b",)
+  for r in recs[:2]:
+    m = r.measurement
+    assert m.delta is None and m.unmeasurable and not m.accepted
+    assert m.to_json()["delta"] is None and m.to_json()["unmeasurable"] is True
+  assert recs[2].measurement.delta == pytest.approx(0.0, abs=1e-3)
+  assert recs[2].measurement.reasons[0].startswith("(i) sign")
+  # Cells no backend of this judge can score are not judge failures: nothing lost.
+  assert res.accounting["critic"]["unscored"]["count"] == 0
+
+
+class PartlyDownJudge(fx.FakeJudgeClient):
+  """The fake judge, but requests whose prompt `fails` matches end in a transport error
+  (what the client returns once its retries are spent)."""
+
+  def __init__(self, fails):
+    super().__init__()
+    self.fails = fails
+
+  def _complete(self, chats, max_tokens):
+    answers = super()._complete(chats, max_tokens)
+    return [TransportError("judge down for this text") if self.fails(c[-1].content) else a
+            for c, a in zip(chats, answers)]
+
+
+def _rewrites_fail() -> Judge:
+  """A judge that scores the seed rubric and the penalty, but no rewritten criterion."""
+  return Judge(PartlyDownJudge(lambda user: "do not count" in user), use_checks=True)
+
+
+def test_a_candidate_whose_measurement_lost_cells_is_unmeasurable_and_fed_back():
+  cfg = fx.settings(max_unscored_share=0.5)
+  _, _, _, res = run([fx.SPURIOUS], [fx.SPURIOUS_RESPONSES], cfg=cfg, judge=_rewrites_fail())
+  recs = [r for r in res.records if r.route == "rubric"]
+  assert [(r.verdict, r.candidate.kind) for r in recs] == [
+      ("unmeasurable", "rubric:rewrite"), ("accepted", "rubric:negative")]
+  m = recs[0].measurement
+  assert m.delta is None and m.unmeasurable
+  assert m.unscored.to_json() == {"count": 4, "share": 0.5, "cells": 8,
+                                  "causes": {"transport": 4}}
+  assert m.reasons[0] == ("unmeasurable: 4 of 8 judged cells (50%) have no verdict "
+                          "(transport: 4) in the measurement")
+  assert not recs[1].measurement.unmeasurable
+  assert res.accounting["critic"]["unscored"] == {"count": 4, "share": 4 / 20, "cells": 20,
+                                                  "causes": {"transport": 4}}
+
+
+def test_the_critic_stops_the_step_past_evolver_max_unscored_share(tmp_path):
+  log = tmp_path / "candidates.jsonl"
+  with pytest.raises(CriticError) as e:
+    run([fx.SPURIOUS], [fx.SPURIOUS_RESPONSES], judge=_rewrites_fail(), candidate_log=str(log))
+  msg = str(e.value)
+  assert isinstance(e.value, JudgeError) and "\n" not in msg
+  assert msg.startswith("critic, step 6: 4 of 20 judged cells (20%) have no verdict "
+                        "(transport: 4) in its measurements (1 of 2 candidates "
+                        "unmeasurable), more than evolver.max_unscored_share=0.1")
+  assert e.value.unscored.count == 4
+  # The step's records are written before the stop (a resume drops them with the step).
+  verdicts = [json.loads(l)["verdict"] for l in log.read_text().splitlines()]
+  assert verdicts == ["unmeasurable", "accepted"]
+
+
+def test_unmeasurable_reasons_by_rule():
+  nan = float("nan")
+  assert unmeasurable_reasons(Unscored(8), [], 5.0) == ()
+  assert unmeasurable_reasons(Unscored(8), [], nan) == (
+      "unmeasurable: no reward to compare (no valid rollout before or after)",)
+  assert unmeasurable_reasons(Unscored(8, (("parse", 1),)), ["c9"], 0.0) == (
+      "unmeasurable: 1 of 8 judged cells (12%) have no verdict (parse: 1) in the measurement",
+      "unmeasurable: no verdict on changed criteria c9")

@@ -1,6 +1,8 @@
 """Digest stability and the history log: same harness -> same digest, any change -> new
-digest, across processes and hash seeds; a logged history replays to every digest."""
+digest, across processes and hash seeds; a logged history replays to every digest, and its
+hash chain breaks at the first edited, deleted or moved line."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -14,6 +16,7 @@ import pytest
 import harnessrl_jax.harness as H
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.errors import DataError, HarnessError
+from harnessrl_jax.harness.history import GENESIS, BrokenHistory, head_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,21 +143,148 @@ def test_history_log_replays_every_digest(tmp_path):
   assert [r.op for r in records] == OPS
   assert records[3].measurement["delta"] == 1.5
   assert H.digest(H.replay(h0, records)) == H.digest(h)
-  # Tamper with one record's op: replay stops at that line and step.
-  lines = (tmp_path / "history.jsonl").read_text().splitlines()
-  obj = json.loads(lines[4])
-  obj["op"]["weight"] = -21.0
-  lines[4] = json.dumps(obj)
-  bad = tmp_path / "bad.jsonl"
-  bad.write_text("\n".join(lines) + "\n")
+  # A record whose op changed (its hash recomputed, so the chain holds): replay stops at
+  # that line and step.
+  bad_records = list(records)
+  bad_records[4] = dataclasses.replace(records[4], op=H.RubricReweight("t0", "c0", 21.0))
   with pytest.raises(HarnessError, match=r"history:5 \(step 4, rubric_reweight\).*digest_after"):
-    H.replay(h0, H.read_history(bad))
+    H.replay(h0, bad_records)
   # Replaying from the wrong H_0 fails on the first record.
   with pytest.raises(HarnessError, match=r"history:1 .*digest_before"):
     H.replay(H.apply(h0, H.SamplingLevelDown("t0")), records)
-  bad.write_text(lines[0] + "\n{not json\n")
+  lines = (tmp_path / "history.jsonl").read_text(encoding="utf-8").splitlines()
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text(lines[0] + "\n{not json\n", encoding="utf-8")
   with pytest.raises(DataError, match="bad.jsonl:2"):
     H.read_history(bad)
+
+
+# ---- the hash chain (harness/history.py's docstring)
+
+
+def logged_history(path):
+  """(H_0, records) of OPS logged to `path` with measurements like the evolver's."""
+  h0 = H.from_tasks(tasks())
+  log = H.HistoryLog(path)
+  h, records = h0, []
+  for step, op in enumerate(OPS):
+    h, rec = H.apply_logged(h, op, step=step, log=log, measurement={
+        "candidate": "rubric", "route": "rubric", "criterion_id": "c0",
+        "label": {"criterion_id": "c0", "label": "spurious", "confidence": 0.9,
+                  "evidence": ["quoted"]},
+        "critic": {"delta": 0.25 * step, "band": [0.1, 0.4], "reasons": ["(i) sign: Δ > 0"]}})
+    records.append(rec)
+  return h0, records
+
+
+def test_the_chain_is_recomputable_from_the_lines_alone(tmp_path):
+  path = tmp_path / "history.jsonl"
+  _, records = logged_history(path)
+  prev = "0" * 64
+  for line, rec in zip(path.read_text(encoding="utf-8").splitlines(), records):
+    obj = json.loads(line)
+    body = {k: v for k, v in obj.items() if k != "hash"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    assert obj["prev"] == prev == rec.prev
+    assert obj["hash"] == hashlib.sha256(text.encode("utf-8")).hexdigest() == rec.hash
+    # The hashed text is the line itself without its hash member.
+    assert line.replace(f'"hash":"{obj["hash"]}",', "") == text
+    prev = obj["hash"]
+  assert [r.hash for r in H.read_history(path)] == [r.hash for r in records]
+  assert "Δ > 0" in path.read_text(encoding="utf-8")   # UTF-8 text, not escaped
+
+
+def _edit(obj, where):
+  """Changes one field of a record object, named by a path of keys ("op" alone: the op's
+  first field after its kind)."""
+  if where == ("op",):
+    where = ("op", sorted(k for k in obj["op"] if k != "op")[0])
+  *parents, last = where
+  for k in parents:
+    obj = obj[k]
+  v = obj[last]
+  if isinstance(v, list):
+    obj, last, v = v, 0, v[0]
+  obj[last] = (v + 1 if isinstance(v, int) else v + 0.5 if isinstance(v, float)
+               else v[:-1] + ("0" if v[-1] != "0" else "1"))
+
+
+EDITS = [("step",), ("op",), ("op", "op"), ("digest_before",), ("digest_after",),
+         ("measurement", "route"), ("measurement", "label", "label"),
+         ("measurement", "label", "confidence"), ("measurement", "label", "evidence"),
+         ("measurement", "critic", "delta"), ("prev",), ("hash",)]
+
+
+@pytest.mark.parametrize("where", EDITS, ids=".".join)
+@pytest.mark.parametrize("line", [0, 2, len(OPS) - 1], ids=["first", "middle", "last"])
+def test_editing_any_field_of_any_record_breaks_the_chain_there(tmp_path, where, line):
+  path = tmp_path / "history.jsonl"
+  logged_history(path)
+  lines = path.read_text(encoding="utf-8").splitlines()
+  obj = json.loads(lines[line])
+  _edit(obj, where)
+  lines[line] = json.dumps(obj, ensure_ascii=False)
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  with pytest.raises(BrokenHistory, match=f"history.jsonl:{line + 1}: ") as e:
+    H.read_history(path)
+  assert e.value.line == line + 1
+
+
+@pytest.mark.parametrize("change, first_bad", [
+    (lambda ls: ls[1:], 1),                               # first line deleted
+    (lambda ls: ls[:2] + ls[3:], 3),                      # a middle line deleted
+    (lambda ls: ls[:1] + [ls[2], ls[1]] + ls[3:], 2),     # two lines swapped
+    (lambda ls: ls[:2] + [ls[1]] + ls[2:], 3),            # a line repeated
+], ids=["delete-first", "delete-middle", "swap", "repeat"])
+def test_deleting_or_reordering_lines_breaks_the_chain(tmp_path, change, first_bad):
+  path = tmp_path / "history.jsonl"
+  logged_history(path)
+  lines = path.read_text(encoding="utf-8").splitlines()
+  path.write_text("\n".join(change(lines)) + "\n", encoding="utf-8")
+  with pytest.raises(BrokenHistory, match="deleted, inserted or moved") as e:
+    H.read_history(path)
+  assert e.value.line == first_bad
+
+
+def test_unchained_or_doubled_key_lines_are_refused(tmp_path):
+  path = tmp_path / "history.jsonl"
+  logged_history(path)
+  lines = path.read_text(encoding="utf-8").splitlines()
+  obj = json.loads(lines[0])
+  del obj["hash"], obj["prev"]   # a record without its chain fields parses, but is refused
+  assert H.HistoryRecord.from_json(obj).hash is None
+  path.write_text(json.dumps(obj) + "\n" + "\n".join(lines[1:]) + "\n", encoding="utf-8")
+  with pytest.raises(BrokenHistory, match=r"history.jsonl:1: .*no hash"):
+    H.read_history(path)
+  # A second "step" key that json.loads would silently let win: refused, not hashed.
+  doubled = lines[0][:-1] + ',"step":7}'
+  path.write_text(doubled + "\n" + "\n".join(lines[1:]) + "\n", encoding="utf-8")
+  with pytest.raises(BrokenHistory, match="history.jsonl:1: .*twice"):
+    H.read_history(path)
+
+
+def test_a_cut_history_keeps_a_valid_chain_ending_at_its_head(tmp_path):
+  path = tmp_path / "history.jsonl"
+  h0, records = logged_history(path)
+  lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+  for n in range(len(lines) + 1):
+    path.write_text("".join(lines[:n]), encoding="utf-8")
+    got = H.read_history(path)
+    assert head_of(got) == (records[n - 1].hash if n else GENESIS)
+  # Appending after a cut continues the chain from the head the log is reset to.
+  path.write_text("".join(lines[:3]), encoding="utf-8")
+  log = H.HistoryLog(path)
+  log.reset(records[2].hash)
+  h = H.replay(h0, H.read_history(path))
+  H.apply_logged(h, OPS[3], step=3, log=log, measurement=records[3].to_json()["measurement"])
+  assert H.read_history(path)[3].hash == records[3].hash
+  # A log that does not write (processes other than 0) chains alike.
+  quiet = H.HistoryLog(tmp_path / "never.jsonl", write=False)
+  _, rec = H.apply_logged(h0, OPS[0], step=0, log=quiet,
+                          measurement=records[0].to_json()["measurement"])
+  assert rec.hash == records[0].hash == quiet.head
+  assert not (tmp_path / "never.jsonl").exists()
 
 
 def test_measurement_must_be_plain_json():

@@ -16,7 +16,7 @@ from harnessrl_jax.data.reward import rubric_arrays, rubric_reward
 from harnessrl_jax.data.frozen import FrozenMap
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.judges import prompt as prompt_lib
-from harnessrl_jax.judges.client import ServerError, TextClient
+from harnessrl_jax.judges.client import ServerError, TextClient, TransportError
 from harnessrl_jax.judges.config import judge_defaults
 from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.judges.judge import Judge, JudgeError, JudgeSettings
@@ -39,8 +39,9 @@ class ScriptedGrader(TextClient):
   identity = "scripted"
 
   def __init__(self, style=lambda verdict, n: json.dumps(
-      {"explanation": "ok", "criteria_met": verdict}), fail=lambda prompt: False):
-    self.style, self.fail, self.calls, self.seen = style, fail, 0, []
+      {"explanation": "ok", "criteria_met": verdict}), fail=lambda prompt: False,
+      refuse=lambda prompt: False):
+    self.style, self.fail, self.refuse, self.calls, self.seen = style, fail, refuse, 0, []
 
   def _complete(self, chats, max_tokens):
     out = []
@@ -48,8 +49,11 @@ class ScriptedGrader(TextClient):
       self.calls += 1
       user = chat[1].content
       self.seen.append(chat)
-      if self.fail(user):
-        out.append(ServerError("scripted outage"))
+      if self.fail(user):   # what a client returns once its transport retries are spent
+        out.append(TransportError("scripted outage"))
+        continue
+      if self.refuse(user):   # a 4xx: not retried
+        out.append(ServerError("scripted refusal"))
         continue
       response = fenced(user, "RESPONSE")
       word = re.search(r'"(\w+)"', fenced(user, "RUBRIC ITEM")).group(1)
@@ -156,7 +160,7 @@ def test_unparseable_is_retried_then_left_unscored():
   m = judge.score([task([crit("a", "x")])], [("x", "y")])
   assert m.scored[0, 0].tolist() == [True, False]
   assert m.scores[0, 0].tolist() == [1.0, 0.0]
-  assert dict(m.stats.unscored) == {"unparseable": 1}
+  assert dict(m.stats.unscored) == {"parse": 1}
   # Round 0: two requests; round 1: both re-asked; round 2: only "y".
   assert grader.calls == 2 + 2 + 1 and m.stats.requests == 5
   assert grader.seen[-1][-1].content == prompt_lib.REMINDER
@@ -177,8 +181,59 @@ def test_unscored_share_limit_fails_the_step_with_a_clear_message():
   assert m.num_unscored == 2 and dict(m.stats.unscored) == {"transport": 2}
   assert m.raw[0][0][3].startswith("unscored: scripted outage")
   with pytest.raises(JudgeError, match=r"4 of 8 judged cells \(50%\).*transport: 4.*scripted "
-                     r"outage.*max_unscored_share=0.25.*checkpoint"):
+                     r"outage.*max_unscored_share=0.25") as e:
     judge.score(tasks, [("x", "y", "outage x", "outage")])
+  assert "\n" not in str(e.value)
+  assert e.value.unscored.to_json() == {"count": 4, "share": 0.5, "cells": 8,
+                                        "causes": {"transport": 4}}
+  # A caller with a limit of its own (the critic) gets the matrix and counts the failures.
+  m = judge.score(tasks, [("outage 1", "outage 2", "x", "y")], check_limit=False)
+  assert m.stats.failures.count == 4 and m.stats.failures.share == 0.5
+
+
+def test_each_failure_has_its_cause_and_no_check_cells_are_not_tried():
+  def style(verdict, n_retry):
+    return json.dumps({"explanation": "", "criteria_met": verdict}) if verdict else "huh"
+  grader = ScriptedGrader(style=style, fail=lambda u: "down" in fenced(u, "RESPONSE"),
+                          refuse=lambda u: "long" in fenced(u, "RESPONSE"))
+  judge = Judge(grader, use_checks=True, settings=JudgeSettings(parse_retries=1,
+                                                                max_unscored_share=1.0))
+  checked = Criterion("c", "says hi", 1.0, check=Check("keyword_present",
+                                                        FrozenMap({"keywords": ["hi"]})))
+  m = judge.score([task([crit("a", "x"), checked])], [("x", "y", "down", "long")])
+  # x: a verdict; y: unparseable twice; down: transport; long: refused.
+  assert dict(m.stats.unscored) == {"parse": 1, "transport": 1, "refused": 1}
+  assert m.stats.failures.to_json() == {"count": 3, "share": 3 / 8, "cells": 8,
+                                        "causes": {"transport": 1, "parse": 1, "refused": 1}}
+  program = Judge(None, use_checks=True).score([task([crit("a", "x"), checked])], [("hi",)])
+  assert program.stats.failures.to_json() == {"count": 0, "share": 0.0, "cells": 1,
+                                              "causes": {}}
+
+
+def test_a_failed_request_is_sent_in_a_bounded_number_of_calls():
+  outage = {"on": True}
+  grader = ScriptedGrader(fail=lambda u: outage["on"] and "down" in fenced(u, "RESPONSE"),
+                          refuse=lambda u: "long" in fenced(u, "RESPONSE"))
+  judge = Judge(grader, use_checks=False, settings=JudgeSettings(max_unscored_share=1.0))
+  tasks = [task([crit("a", "x")])]
+  # In one call: identical failing cells are one request, and a transport failure is not
+  # re-asked by the parse-retry round.
+  m = judge.score(tasks, [("down", "down", "long")])
+  assert grader.calls == 2 and m.stats.failures.count == 3
+  # The next call sends the failed transport request once more; the refusal is final.
+  m = judge.score(tasks, [("down", "long", "x")])
+  assert grader.calls == 2 + 2 and dict(m.stats.unscored) == {"transport": 1, "refused": 1}
+  # From then on neither is sent again (REQUEST_CALLS = 2), and both stay counted.
+  outage["on"] = False
+  m = judge.score(tasks, [("down", "long", "x")])
+  assert grader.calls == 4 and dict(m.stats.unscored) == {"transport": 1, "refused": 1}
+  assert m.raw[0][0][0].startswith("unscored: transport: not sent again")
+  # A request that failed once and then got its verdict is cached like any other.
+  outage["on"] = True
+  assert not judge.score(tasks, [("down too",)]).scored.any()
+  outage["on"] = False
+  assert judge.score(tasks, [("down too",)]).scored.all()
+  assert judge.score(tasks, [("down too",)]).stats.cache_hits == 1 and grader.calls == 6
 
 
 def test_cells_no_backend_can_judge_do_not_count_toward_the_limit():

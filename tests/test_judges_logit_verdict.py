@@ -196,7 +196,7 @@ def test_only_overlong_prompts_are_unscored(setup):
   odd = ("", "```json\n{\"criteria_met\": false}\n```", "ünïcödé ✓", "x" * 300)
   m = judge.score(TASKS[:1], [odd])
   assert m.scored[:, :, :3].all() and not m.scored[:, :, 3].any()
-  assert dict(m.stats.unscored) == {"transport": 2}
+  assert dict(m.stats.unscored) == {"refused": 2}   # too long: a refusal, never retried
   assert "largest of judge.local.prompt_buckets" in m.raw[0][0][3]
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.judges.client import RetryPolicy, ServerError
+from harnessrl_jax.judges.client import AuthError, RetryPolicy, ServerError
 from harnessrl_jax.judges.config import judge_defaults
 from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.judges.judge import JudgeError
@@ -32,12 +32,14 @@ def completion_body(content, model="judge-model"):
 
 class Server:
   """Behaviour is chosen by the last message's first word: ok, 503x2, 429, garbage, html,
-  nochoices, 404, slow, grade (criteria_met = whether "cat" is in the fenced response)."""
+  nochoices, 404, 401, 403, slow, grade (criteria_met = whether "cat" is in the fenced
+  response); `mode`, when set, answers every request instead."""
 
   def __init__(self):
     self.attempts = collections.Counter()
     self.requests = []
     self.in_flight = self.max_in_flight = 0
+    self.mode = None
     lock = threading.Lock()
     outer = self
 
@@ -70,7 +72,7 @@ class Server:
       def _handle(self):
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = req["messages"][-1]["content"]
-        mode = text.split()[0]
+        mode = outer.mode or text.split()[0]
         with lock:
           outer.requests.append((self.path, dict(self.headers), req))
           outer.attempts[text] += 1
@@ -96,6 +98,10 @@ class Server:
         elif mode == "404":
           self._send(404, {"object": "error", "message": "The model `nope` does not exist.",
                            "type": "NotFoundError", "code": 404})
+        elif mode in ("401", "403"):   # as vLLM --api-key / an OpenAI-style gateway answer
+          self._send(int(mode), {"error": {"message": "Incorrect API key provided",
+                                           "type": "invalid_request_error",
+                                           "code": "invalid_api_key"}})
         elif mode == "slow":
           time.sleep(0.6)
           self._send(200, completion_body("late"))
@@ -178,6 +184,34 @@ def test_client_errors_are_not_retried(server):
   assert server.attempts["404 m"] == 1
   assert "HTTP 404" in str(out[0]) and "does not exist" in str(out[0])
   assert "judge.openai.model='judge-model'" in str(out[0])
+
+
+@pytest.mark.parametrize("code", ["401", "403"])
+def test_refused_key_is_an_auth_error_naming_the_variable(server, monkeypatch, code):
+  sleeps = []
+  monkeypatch.setenv("HARNESS_TEST_KEY", "sk-wrong")
+  with pytest.raises(AuthError, match=rf"HTTP {code}.*refused the key in \$HARNESS_TEST_KEY "
+                     r"\(judge\.openai\.api_key_env\)"):
+    client(server.url, sleeps).complete_or_errors([chat(f"{code} a"), chat("ok b")],
+                                                  max_tokens=5)
+  assert server.attempts[f"{code} a"] == 1 and sleeps == []   # not retried
+  assert not isinstance(AuthError("x"), ServerError)          # not a transport fault
+  monkeypatch.delenv("HARNESS_TEST_KEY")
+  with pytest.raises(AuthError, match=r"no key was sent, as \$HARNESS_TEST_KEY "
+                     r"\(judge\.openai\.api_key_env\) is not set"):
+    client(server.url).complete([chat(f"{code} b")], max_tokens=5)
+
+
+def test_judge_stops_on_a_refused_key_instead_of_leaving_cells_unscored(server):
+  cfg = judge_defaults()
+  cfg.backend = "openai"
+  cfg.openai.base_url = server.url
+  cfg.openai.model = "judge-model"
+  cfg.openai.api_key_env = "HARNESS_TEST_KEY_UNSET"
+  server.mode = "401"
+  with pytest.raises(AuthError, match="HARNESS_TEST_KEY_UNSET"):
+    make_judge(cfg).score(_tasks()[:1], [("a", "b")])
+  assert len(server.requests) <= 4   # each request once: 2 responses x 2 criteria
 
 
 def test_timeout_and_refused_connection(server):

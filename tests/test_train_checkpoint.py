@@ -1,14 +1,17 @@
 """RunCheckpoints keeps the latest N plus the best held-out step, round-trips its trees,
-the run key and memory directories; the workdir's config guard."""
+the run key and memory directories; the workdir's config guard (another experiment is
+refused once there is a checkpoint) and record (operational changes logged with the step)."""
 
+import json
 import types
 
 import jax
 import numpy as np
 import pytest
 
-from harnessrl_jax.checkpoint import (RunCheckpoints, guard_config, restore_target,
-                                      run_key_of, state_tree)
+from harnessrl_jax.checkpoint import (RunCheckpoints, guard_config, record_config,
+                                      restore_target, run_key_of, state_tree)
+from harnessrl_jax.config_identity import config_tree, experiment_digest
 from harnessrl_jax.errors import ConfigError
 
 
@@ -57,15 +60,88 @@ def test_half_written_checkpoint_is_ignored(tmp_path):
   again.close()
 
 
-def test_config_guard(tmp_path):
+def tiny():
   from configs.tiny import get_config  # pylint: disable=g-import-not-at-top
-  c = get_config()
-  assert guard_config(c, str(tmp_path)) is False     # first use: written
-  assert guard_config(get_config(), str(tmp_path)) is True
-  c2 = get_config()
-  c2.rollout.num_samples = 2
-  with pytest.raises(ConfigError, match=r"rollout\.num_samples: 4 -> 2.*new --workdir"):
-    guard_config(c2, str(tmp_path))
+  return get_config()
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def read_jsonl(path):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def test_config_guard_refuses_another_experiment_once_there_is_a_checkpoint(tmp_path):
+  run = tmp_path / "run"
+  guard_config(tiny(), str(run))                      # reads only
+  assert not run.exists()
+  assert record_config(tiny(), str(run), resumed_at=None) == []
+  stored = read_json(run / "config.json")
+  assert stored["experiment_sha256"] == experiment_digest(config_tree(tiny()))
+  assert stored["config"] == config_tree(tiny())
+  other = tiny()
+  other.rollout.num_samples = 2
+  guard_config(other, str(run))   # no checkpoint yet: nothing to protect
+  ck = RunCheckpoints(str(run))
+  ck.save(1, {"w": np.ones(2, np.float32)}, {"step": 1})
+  ck.close()
+  with pytest.raises(ConfigError, match=r"another experiment.*rollout\.num_samples: 4 -> 2"
+                                        r".*new --workdir"):
+    guard_config(other, str(run))
+  moved = tiny()
+  moved.judge.openai.base_url = "http://127.0.0.1:9/v1"
+  guard_config(moved, str(run))   # operational: accepted
+
+
+def test_start_without_checkpoint_replaces_the_config(tmp_path):
+  run = tmp_path / "run"
+  record_config(tiny(), str(run), resumed_at=None)
+  (run / "config_changes.jsonl").write_text('{"step": 0}\n')   # an earlier attempt's
+  other = tiny()
+  other.rl.learning_rate = 0.5
+  lines = record_config(other, str(run), resumed_at=None)
+  assert len(lines) == 1 and "replaced" in lines[0] and "rl.learning_rate: 0.001 -> 0.5" in lines[0]
+  assert read_json(run / "config.json")["config"]["rl"]["learning_rate"] == 0.5
+  assert not (run / "config_changes.jsonl").exists()
+
+
+def test_resume_records_each_changed_operational_field(tmp_path):
+  run = tmp_path / "run"
+  record_config(tiny(), str(run), resumed_at=None)
+  digest = read_json(run / "config.json")["experiment_sha256"]
+  changed = tiny()
+  changed.judge.openai.base_url = "http://127.0.0.1:9/v1"
+  changed.judge.max_unscored_share = 0.5
+  lines = record_config(changed, str(run), resumed_at=3)
+  assert lines == [
+      "config.judge.max_unscored_share: 0.1 -> 0.5 from step 3 on (operational; "
+      "config_changes.jsonl)",
+      "config.judge.openai.base_url: 'http://127.0.0.1:8000/v1' -> 'http://127.0.0.1:9/v1' "
+      "from step 3 on (operational; config_changes.jsonl)"]
+  assert read_jsonl(run / "config_changes.jsonl") == [
+      {"step": 3, "field": "judge.max_unscored_share", "old": 0.1, "new": 0.5},
+      {"step": 3, "field": "judge.openai.base_url", "old": "http://127.0.0.1:8000/v1",
+       "new": "http://127.0.0.1:9/v1"}]
+  stored = read_json(run / "config.json")
+  assert stored["experiment_sha256"] == digest
+  assert stored["config"] == config_tree(changed)
+  assert record_config(changed, str(run), resumed_at=5) == []   # nothing changed since
+  # A resume to an earlier checkpoint drops the rows of later steps, keeps its own step's.
+  later = tiny()
+  later.judge.timeout_s = 30.0
+  record_config(later, str(run), resumed_at=2)
+  assert [(r["step"], r["field"]) for r in read_jsonl(run / "config_changes.jsonl")] == [
+      (2, "judge.max_unscored_share"), (2, "judge.openai.base_url"), (2, "judge.timeout_s")]
+
+
+def test_unreadable_stored_config_is_refused(tmp_path):
+  (tmp_path / "config.json").write_text("{not json")
+  with pytest.raises(ConfigError, match=r"config\.json: cannot read"):
+    guard_config(tiny(), str(tmp_path))
 
 
 def test_run_key_round_trips_as_numpy(tmp_path):

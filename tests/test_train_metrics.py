@@ -1,11 +1,13 @@
 """TensorBoard event bytes against the published CRC-32C check value and a hand-encoded
-protobuf; JSONL truncation on resume; the summary as a value (each function returns a new
-one); the complete step row and what the report reads of it; the summary table;
+protobuf; event files cut back on resume so that each step appears once (read back through
+the protobuf runtime); JSONL truncation on resume; the summary as a value (each function
+returns a new one); the complete step row and what the report reads of it; the summary table;
 mounted-guidance shares and the logged groups the oracle analysis reads."""
 
 import json
 import os
 import struct
+import time
 import types
 
 import numpy as np
@@ -16,6 +18,8 @@ from harnessrl_jax import metrics
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.eval import oracle, report
+from harnessrl_jax.judges.score_matrix import Unscored
+from harnessrl_jax.loop import EvolveLog
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,6 +65,84 @@ def test_metrics_writer_frames_every_row(tmp_path):
   assert recs[2] == metrics.event_bytes(wall, 1, scalars={"kl": 0.125})   # None, NaN left out
   rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [r["step"] for r in rows] == [0, 1]
+
+
+def event_class():
+  """TensorBoard's Event message (tensorflow/core/util/event.proto and summary.proto: the
+  fields a scalar uses) for the protobuf runtime: an independent reader of our bytes."""
+  descriptor_pb2 = pytest.importorskip("google.protobuf.descriptor_pb2")
+  # pylint: disable-next=g-import-not-at-top
+  from google.protobuf import descriptor_pool, message_factory
+  f = descriptor_pb2.FieldDescriptorProto
+  proto = descriptor_pb2.FileDescriptorProto(name="tb_event_test.proto", package="tbtest")
+  summary = proto.message_type.add(name="Summary")
+  value = summary.nested_type.add(name="Value")
+  value.field.add(name="tag", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+  value.field.add(name="simple_value", number=2, type=f.TYPE_FLOAT, label=f.LABEL_OPTIONAL)
+  summary.field.add(name="value", number=1, type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED,
+                    type_name=".tbtest.Summary.Value")
+  event = proto.message_type.add(name="Event")
+  event.field.add(name="wall_time", number=1, type=f.TYPE_DOUBLE, label=f.LABEL_OPTIONAL)
+  event.field.add(name="step", number=2, type=f.TYPE_INT64, label=f.LABEL_OPTIONAL)
+  event.field.add(name="file_version", number=3, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+  event.field.add(name="summary", number=5, type=f.TYPE_MESSAGE, label=f.LABEL_OPTIONAL,
+                  type_name=".tbtest.Summary")
+  pool = descriptor_pool.DescriptorPool()
+  pool.Add(proto)
+  return message_factory.GetMessageClass(pool.FindMessageTypeByName("tbtest.Event"))
+
+
+def scalars_by_step(logdir):
+  """{step: [{tag: value}, ...]} over every event file, each checked for its CRCs and its
+  file-version header."""
+  event, out = event_class(), {}
+  for name in sorted(os.listdir(logdir)):
+    records = [event.FromString(r) for r in read_records(os.path.join(logdir, name))]
+    assert records[0].file_version == "brain.Event:2", name
+    for e in records[1:]:
+      out.setdefault(e.step, []).append({v.tag: v.simple_value for v in e.summary.value})
+  return out
+
+
+def _row(step):
+  return {"step": step, "reward": step / 8, "time": {"rollout_s": 1.0 + step}}
+
+
+@pytest.mark.parametrize("tb_written_through", [3, 0])
+def test_resume_cuts_the_event_files_back_to_each_step_once(tmp_path, monkeypatch,
+                                                          tb_written_through):
+  """A run killed after checkpoint 2 resumes from it: steps 2.. run again. The first
+  process wrote steps 0..tb_written_through to tb/ (0: the kill came between checkpoint 2
+  and step 1's write) and a record the kill cut short; the second writes 2..4."""
+  first = metrics.MetricsWriter(str(tmp_path))
+  for step in range(tb_written_through + 1):
+    first.write(_row(step))
+  with open(first.events.path, "ab") as f:
+    f.write(metrics.record_bytes(metrics.event_bytes(0.0, 9, scalars={"reward": 9.0}))[:-7])
+  clock = time.time() + 5   # another process, later: another event file
+  monkeypatch.setattr(metrics.time, "time", lambda: clock)
+  second = metrics.MetricsWriter(str(tmp_path))
+  second.cut_back(2, last_row=_row(1))   # what train.resume does with checkpoint 2
+  for step in range(2, 5):
+    second.write(_row(step))
+  got = scalars_by_step(tmp_path / rf.TENSORBOARD)
+  assert sorted(got) == [0, 1, 2, 3, 4]
+  for step, events in got.items():
+    assert events == [{"reward": step / 8, "time/rollout_s": 1.0 + step}], step
+  assert len(os.listdir(tmp_path / rf.TENSORBOARD)) == 2
+
+
+def test_fresh_start_drops_every_earlier_event_file(tmp_path, monkeypatch):
+  earlier = metrics.MetricsWriter(str(tmp_path))
+  earlier.write(_row(0))
+  clock = time.time() + 5
+  monkeypatch.setattr(metrics.time, "time", lambda: clock)
+  fresh = metrics.MetricsWriter(str(tmp_path))
+  fresh.cut_back(0)   # what train.fresh_start does
+  assert os.listdir(tmp_path / rf.TENSORBOARD) == []
+  fresh.write(_row(0))
+  assert scalars_by_step(tmp_path / rf.TENSORBOARD) == {
+      0: [{"reward": 0.0, "time/rollout_s": 1.0}]}
 
 
 def test_truncate_drops_later_and_cut_lines(tmp_path):
@@ -123,22 +205,23 @@ def test_progress_line_shows_heldout_score_only_when_evaluated():
 # ---- the summary as a value and the complete step row, in the driver's order
 
 
-def _heldout(score, step_tag="x"):
+def _heldout(score, step_tag="x", lost=Unscored(4)):
   """A held-out result as eval/heldout.py gives it."""
   return {"benchmark": "heldout", "metric": "points", "score": score,
           "by_domain": {"medical": score}, "num_items": 1, "invalid": 0,
-          "items": {step_tag: score}}
+          "items": {step_tag: score}, "unscored": lost.to_json()}
 
 
-def _step(step, labels=None, verdicts=None):
+def _step(step, labels=None, verdicts=None, lost=Unscored(8, (("transport", 1),)),
+          critic_lost=Unscored(8)):
   judged = types.SimpleNamespace(rewards=np.array([[0.5, 0.25], [1.0, 0.0]]),
-                                 valid=np.array([[True, True], [True, False]]), unscored=1)
+                                 valid=np.array([[True, True], [True, False]]), unscored=lost)
   rec = types.SimpleNamespace(step=step, task_indices=(3, 1), judged=judged,
                               response_len=12.0, metrics={"loss": 0.5, "kl": 0.0},
                               timings={"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0})
-  elog = types.SimpleNamespace(
-      digest="ab" * 32, verdicts=verdicts or {}, labels=labels or {},
-      accounting={"critic": {"rollouts": 4, "judge_cells": 8}}, history_records=0)
+  elog = EvolveLog("ab" * 32, verdicts or {}, labels or {},
+                   {"critic": {"rollouts": 4, "judge_cells": 8,
+                               "unscored": critic_lost.to_json()}}, 0)
   return rec, elog
 
 
@@ -162,7 +245,9 @@ def test_summary_is_a_value():
   s3 = metrics.with_heldout(s2, 1, _heldout(20.0), final=False)
   s4 = metrics.with_heldout(s3, 2, _heldout(30.0), final=True)
   assert s2["heldout_evals"] == [] and "heldout_end" not in s3
-  assert s4["heldout_evals"] == [{"step": 1, "score": 20.0}, {"step": 2, "score": 30.0}]
+  assert s4["heldout_evals"] == [
+      {"step": 1, "score": 20.0, "unscored": Unscored(4).to_json()},
+      {"step": 2, "score": 30.0, "unscored": Unscored(4).to_json()}]
   assert s4["heldout_end"]["score"] == 30.0 and s4["heldout_start"] == start
   done = metrics.finished(s4, steps=2, skipped_updates=0, harness_digest="d",
                           params_sha256="p", best_checkpoint=2)
@@ -183,10 +268,14 @@ def test_step_row_is_complete():
   assert row["time"] == {"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0, "evolver_s": 0.5}
   assert row["evolver"] == {"accepted": 2, "noop": 2} and row["tasks"] == [3, 1]
   assert row["guidance"] == {"criterion": 0.5, "reference": 0.0, "critique": 0.0}
-  assert "heldout_score" not in row
+  assert row["unscored"] == {"count": 1, "share": 0.125, "cells": 8,
+                             "causes": {"transport": 1}}
+  assert row["critic_unscored"] == {"count": 0, "share": 0.0, "cells": 8, "causes": {}}
+  assert "heldout_score" not in row and "heldout_unscored" not in row
   full = metrics.step_row(rec, elog, evolver_s=0.5, mounted=mounted,
                           heldout=_heldout(42.5), checkpoint_s=0.25)
   assert full["heldout_score"] == 42.5 and full["time"]["checkpoint_s"] == 0.25
+  assert full["heldout_unscored"] == Unscored(4).to_json()
 
 
 def test_rows_the_writer_writes_are_what_the_report_reads(tmp_path):
@@ -206,6 +295,39 @@ def test_rows_the_writer_writes_are_what_the_report_reads(tmp_path):
   assert report.heldout_points(data) == [(3, 50.0, None)]
   assert report.label_shares(data)[0] == {"step": 0, "blind": 0.25, "saturated": 0.0,
                                           "spurious": 0.0, "agree": 0.75}
+
+
+def test_unmeasurable_and_unscored_cells_are_counted_per_step_and_in_the_summary():
+  lost = Unscored(40, (("transport", 3), ("parse", 1)))
+  critic = Unscored(16, (("refused", 4),))
+  rec, elog = _step(0, verdicts={"rubric": {"unmeasurable": 2, "rejected": 1}}, lost=lost,
+                    critic_lost=critic)
+  row = metrics.step_row(rec, elog, evolver_s=0.5, mounted=np.zeros((2, 3), bool),
+                         heldout=_heldout(40.0, lost=Unscored(10, (("parse", 1),))))
+  assert row["evolver"] == {"rejected": 1, "unmeasurable": 2}
+  assert row["critic_unscored"] == {"count": 4, "share": 0.25, "cells": 16,
+                                    "causes": {"refused": 4}}
+  line = metrics.progress_line(row, 10)
+  assert "rejected 1 unmeasurable 2" in line
+  assert line.endswith("| unscored 10.0% (transport 3, parse 1) critic unscored 25.0% "
+                       "(refused 4) held-out unscored 10.0% (parse 1)")
+  # Shares of 0 stay off the line; the unmeasurable count is always there.
+  quiet = metrics.step_row(*_step(1, lost=Unscored(8)), evolver_s=0.5,
+                           mounted=np.zeros((2, 3), bool))
+  assert "unscored" not in metrics.progress_line(quiet, 10)
+  assert "unmeasurable 0" in metrics.progress_line(quiet, 10)
+  s = metrics.accumulate(metrics.new_summary(_heldout(10.0)), rec, elog, 0.5)
+  s = metrics.accumulate(s, rec, elog, 0.5)
+  assert s["updates"] == {"rubric": {"rejected": 2, "unmeasurable": 4}}
+  assert s["unscored"] == {
+      "learner": {"count": 8, "share": 0.1, "cells": 80,
+                  "causes": {"transport": 6, "parse": 2}},
+      "critic": {"count": 8, "share": 0.25, "cells": 32, "causes": {"refused": 8}}}
+  table = metrics.summary_table(s)
+  assert "unmeasurable    4" in table
+  assert "critic 8/32 = 25.0% (refused 8)" in table
+  assert "learner 8/80 = 10.0% (transport 6, parse 2)" in table
+  assert "held-out start 0/4 = 0.0%" in table
 
 
 def test_restore_last_row_appends_only_a_lost_row(tmp_path):

@@ -1,14 +1,17 @@
 """Configs that cannot run are refused before any model is loaded, with a message that
-says what to change; a different config in an existing workdir is refused too."""
+says what to change; another experiment in a workdir with a checkpoint is refused too, while
+a refused start leaves nothing behind that refuses the corrected one."""
 
 import os
 import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from harnessrl_jax import train
+from harnessrl_jax.checkpoint import RunCheckpoints, record_config
 from harnessrl_jax.config import validate
 from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import ConfigError
@@ -90,16 +93,42 @@ def test_mesh_short_of_the_devices_of_several_processes():
   assert rl_mesh.mesh_for_devices(c.rl.mesh) is None   # one device: nothing to place
 
 
-def test_other_config_in_an_existing_workdir(tmp_path):
+def test_refused_start_leaves_nothing_that_refuses_the_corrected_one(tmp_path):
+  run = tmp_path / "run"
   c = tiny()
   c.data.domains = ("astrology",)
-  with pytest.raises(ConfigError):   # writes config.json, then refuses the data
-    train.run(c, str(tmp_path / "run"))
+  with pytest.raises(ConfigError, match=r"no tasks"):
+    train.run(c, str(run))
+  c = tiny()
+  c.judge.backend = "openai"
+  c.judge.openai.model = "judge"
+  c.judge.openai.base_url = f"http://127.0.0.1:{free_port()}/v1"   # nothing listens
+  with pytest.raises(ConfigError, match=r"cannot reach"):
+    train.run(c, str(run))
+  assert not run.exists()   # no config.json, nor anything else
+  # The corrected start (other experiment fields than both) passes every refusal: it
+  # reaches the model load, which the no_model fixture turns into an AssertionError.
+  with pytest.raises(AssertionError, match="model was loaded"):
+    train.run(tiny(), str(run))
+
+
+def test_other_experiment_in_a_workdir_with_a_checkpoint(tmp_path):
+  run = str(tmp_path / "run")
+  record_config(tiny(), run, resumed_at=None)
+  ck = RunCheckpoints(run)
+  ck.save(1, {"w": np.ones(2, np.float32)}, {"step": 1})
+  ck.close()
   c2 = tiny()
-  c2.data.domains = ("astrology",)
   c2.rl.learning_rate = 0.5
-  with pytest.raises(ConfigError, match=r"another config.*rl\.learning_rate: 0\.001 -> 0\.5"):
-    train.run(c2, str(tmp_path / "run"))
+  c2.judge.timeout_s = 5.0   # operational: not named
+  with pytest.raises(ConfigError, match=r"another experiment.*differing fields: "
+                                        r"rl\.learning_rate: 0\.001 -> 0\.5\. Use"):
+    train.run(c2, run)
+  c3 = tiny()
+  c3.judge.max_unscored_share = 0.5
+  c3.judge.openai.base_url = "http://127.0.0.1:9/v1"
+  with pytest.raises(AssertionError, match="model was loaded"):   # accepted
+    train.run(c3, run)
 
 
 def test_command_line_prints_one_error_line(tmp_path):

@@ -1,5 +1,6 @@
 """The main job on configs/tiny.py end to end, exact resume after a real SIGKILL, and the
-audit of the resulting run directories (pass on a good run, fail on a tampered history).
+audit of the resulting run directories (pass on a good run, fail on a tampered history;
+a resume refuses one too).
 
 Each run is a subprocess (`python -m harnessrl_jax.train`) on 8 training and 4 held-out
 tasks of the bundled data; a persistent compilation cache shared by the runs keeps the
@@ -189,25 +190,79 @@ def test_audit_passes_on_good_runs(runs):
     assert "audit OK" in out.stdout and summary(d)["harness_digest"] in out.stdout
 
 
+def last_evolver_record(objs):
+  """The index of the last history record the evolver's critic accepted."""
+  evolved = [i for i, o in enumerate(objs) if "critic" in o["measurement"]]
+  assert evolved, "the run has no accepted evolver update to tamper with"
+  return evolved[-1]
+
+
+def write_tampered(path, lines, n, fn, rechain=False):
+  """Writes `lines` (a history) to `path` with `fn` applied to record n; `rechain`
+  recomputes every prev and hash, as a forger who knows the public definition would."""
+  # pylint: disable-next=g-import-not-at-top
+  from harnessrl_jax.harness.history import GENESIS, record_hash
+  out = [json.loads(l) for l in lines]
+  fn(out[n])
+  prev = GENESIS
+  for o in out if rechain else ():
+    o["prev"] = prev
+    o["hash"] = prev = record_hash(o)
+  path.write_text("".join(json.dumps(o) + "\n" for o in out), encoding="utf-8")
+
+
+def bump(obj, *keys):
+  """Changes the field at `keys` (a string gets a letter, a number 1, a list an item)."""
+  for key in keys[:-1]:
+    obj = obj[key]
+  v = obj[keys[-1]]
+  obj[keys[-1]] = v + ["x"] if isinstance(v, list) else (
+      v + "x" if isinstance(v, str) else v + 1)
+
+
 def test_audit_fails_on_tampered_history(runs, tmp_path):
+  """Any field of a real run's records edited (the issue's cases: the last record's step,
+  the critic's Delta behind an accepted update, its label and evidence) fails the audit
+  naming that line; so does a forgery that recomputes the hashes, at the checkpoint head."""
+  # pylint: disable-next=g-import-not-at-top
+  from harnessrl_jax import audit as audit_lib
   a, _, _, _ = runs
   bad = tmp_path / "bad"
   shutil.copytree(a, bad)
   path = bad / "harness_history.jsonl"
-  lines = path.read_text().splitlines()
-  assert lines, "the run has no history to tamper with"
-  last = json.loads(lines[-1])
-  # Replace the last operation's task by another task the op also applies to: the log
-  # still parses and replays, but digest_after no longer matches.
-  op = last["op"]
-  if op["op"] == "sampling_level_down":
-    train = [json.loads(l)["id"] for l in
-             (a.parent / "train.jsonl").read_text().splitlines()]
-    op["task_id"] = next(t for t in train if t != op["task_id"])
-  else:
-    last["digest_after"] = "0" * 64
-  lines[-1] = json.dumps(last)
-  path.write_text("\n".join(lines) + "\n")
+  good = path.read_text(encoding="utf-8").splitlines()
+  k = last_evolver_record([json.loads(l) for l in good])
+  write_tampered(path, good, len(good) - 1, lambda o: bump(o, "step"))
   out = audit(bad)
   assert out.returncode == 1, (out.stdout, out.stderr[-2000:])
-  assert f"first divergent step {last['step']}" in out.stderr
+  assert f"chain breaks at line {len(good)}:" in out.stderr
+  for keys in (("measurement", "critic", "delta"), ("measurement", "label", "label"),
+               ("measurement", "label", "evidence"), ("op", "task_id"), ("digest_after",)):
+    write_tampered(path, good, k, lambda o, keys=keys: bump(o, *keys))
+    with pytest.raises(audit_lib.AuditFailure, match=f"chain breaks at line {k + 1}:"):
+      audit_lib.audit(str(bad))
+  write_tampered(path, good, k, lambda o: bump(o, "measurement", "critic", "delta"),
+                 rechain=True)
+  with pytest.raises(audit_lib.AuditFailure, match="history_head .* were rewritten"):
+    audit_lib.audit(str(bad))
+
+
+def test_resume_refuses_a_tampered_history(runs, env_and_data, tmp_path):
+  """A rerun resumes from the last checkpoint only through an intact chain that ends at
+  the head the checkpoint stored: an edited record and a rechained forgery are refused
+  with one line, exit code 2."""
+  a, _, _, _ = runs
+  root, env = env_and_data
+  c = tmp_path / "c"
+  shutil.copytree(a, c)
+  path = c / "harness_history.jsonl"
+  good = path.read_text(encoding="utf-8").splitlines()
+  k = last_evolver_record([json.loads(l) for l in good])
+  for rechain, says in ((False, f"harness_history.jsonl:{k + 1}: "), (True, "history_head")):
+    write_tampered(path, good, k, lambda o: bump(o, "measurement", "critic", "delta"),
+                   rechain)
+    out = subprocess.run(train_cmd(root, c), cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 2, out.stderr[-3000:]
+    err = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
+    assert len(err) == 1 and says in err[0], out.stderr[-3000:]

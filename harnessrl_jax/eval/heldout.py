@@ -13,6 +13,9 @@ Why the macro average: the paper's in-domain number is the average over its five
 and a domain should weigh the same whether the held-out file (or `train.eval_tasks`'s subset,
 or an imported benchmark) holds 10 of its tasks or 100. On a split with the same number of
 valid tasks per domain (the bundled one: 10 each) it equals the mean over tasks.
+
+The result also carries its judged cells that got no verdict (run_files.UNSCORED: count,
+share, cells, cause), so that a score over fewer verdicts than asked is visible as such.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.judges.grading import Judged, grade
+from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.rollout.texts import Generate
 
 BENCHMARK = "heldout"
@@ -42,12 +47,17 @@ def score(tasks: Sequence[Task], judged: Judged, responses: Sequence[str]) -> di
   return {"benchmark": BENCHMARK, "metric": METRIC,
           "score": float(np.mean(means)) if means else None,
           "by_domain": by_domain, "num_items": len(items), "items": items,
-          "invalid": int((~valid).sum()), "unscored_cells": judged.unscored,
-          "cells": judged.cells,
+          "invalid": int((~valid).sum()), rf.UNSCORED: judged.unscored.to_json(),
           "example": {"task": tasks[0].id, "response": responses[0]} if tasks else None}
 
 
-def evaluate(tasks: Sequence[Task], generate: Generate, judge) -> dict[str, Any]:
-  """Greedy responses to `tasks` (no guidance) scored under their seed rubrics."""
+def evaluate(tasks: Sequence[Task], generate: Generate, judge, *,
+             where: str = "held-out evaluation") -> dict[str, Any]:
+  """Greedy responses to `tasks` (no guidance) scored under their seed rubrics; a JudgeError
+  (too many cells without a verdict) names `where` it happened."""
   responses = generate([t.prompt for t in tasks])
-  return score(tasks, grade(judge, tasks, [[r] for r in responses]), responses)
+  try:
+    judged = grade(judge, tasks, [[r] for r in responses])
+  except JudgeError as e:
+    raise JudgeError(f"{where}: {e}", e.unscored) from None
+  return score(tasks, judged, responses)

@@ -18,8 +18,11 @@ group of it can still teach). Over tasks with 0 < u < 1, gamma_1..3 = the 75th, 
 much left to learn. Too few such tasks, or levels that do not strictly decrease, keep the
 configured ladder (recorded as such).
 
-calibration.json (in the run directory) holds bands, ladder, the null statistics and the
-per-task measurements; `read_calibration` is what training reads.
+calibration.json (in the run directory) holds bands, ladder, the null statistics, the
+per-task measurements and, per judged batch kind (group A, group B, regrade), the cells the
+judge left without a verdict (an unscored record: count, share, cells, causes). The
+judge's limit (judge.max_unscored_share) applies to each batch; past it the pass stops
+with a JudgeError that names the calibration. `read_calibration` is what training reads.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.evolver.measure import sample_groups
 from harnessrl_jax.harness.state import Harness, check_ladder
 from harnessrl_jax.judges.grading import grade
-from harnessrl_jax.judges.judge import Judge
+from harnessrl_jax.judges.judge import Judge, JudgeError
+from harnessrl_jax.judges.score_matrix import Unscored
 
 FORMAT = "harnessrl_jax.calibration/1"
 FILENAME = "calibration.json"
+# The judged batches of the pass, as calibration.json's "unscored" keys.
+UNSCORED_BATCHES = ("group_a", "group_b", "regrade")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,11 +57,13 @@ class Calibration:
   ladder_source: str
   stats: dict[str, float]
   per_task: tuple[dict[str, Any], ...] = ()
+  unscored: dict[str, Unscored] = dataclasses.field(default_factory=dict)   # batch -> lost
 
   def to_json(self) -> dict[str, Any]:
     return {"format": FORMAT, "bands": {k: list(v) for k, v in sorted(self.bands.items())},
             "ladder": list(self.ladder), "ladder_source": self.ladder_source,
-            "stats": self.stats, "per_task": list(self.per_task)}
+            "stats": self.stats, "per_task": list(self.per_task),
+            "unscored": {k: v.to_json() for k, v in sorted(self.unscored.items())}}
 
 
 def _mean(x: np.ndarray, valid: np.ndarray) -> float:
@@ -118,13 +126,20 @@ def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
   lam = h.total_weight
   fresh = uncached(judge)
   g_null, r_null, ranges, shares, per_task = [], [], [], [], []
+  lost = {name: Unscored() for name in UNSCORED_BATCHES}
   for start in range(0, len(tasks), batch_size):
     batch = list(tasks[start:start + batch_size])
     ka, kb = jax.random.split(jax.random.fold_in(key, start))
-    a = sample_groups(batch, h, resample, judge, ka, num_samples)
-    b = sample_groups(batch, h, resample, judge, kb, num_samples)
-    crits = [g.criteria for g in a]
-    judged = grade(fresh, batch, [g.responses for g in a], crits)
+    try:
+      a, judged_a = sample_groups(batch, h, resample, judge, ka, num_samples)
+      b, judged_b = sample_groups(batch, h, resample, judge, kb, num_samples)
+      crits = [g.criteria for g in a]
+      judged = grade(fresh, batch, [g.responses for g in a], crits)
+    except JudgeError as e:
+      raise JudgeError(f"calibration, tasks {start + 1}-{start + len(batch)}: {e}",
+                       e.unscored) from None
+    for name, j in zip(UNSCORED_BATCHES, (judged_a, judged_b, judged)):
+      lost[name] = lost[name] + j.unscored
     for i, (ga, gb) in enumerate(zip(a, b)):
       va = _valid(ga)
       ra, rb, rr = _mean(ga.rewards, va), _mean(gb.rewards, _valid(gb)), judged.mean_reward(i)
@@ -139,7 +154,7 @@ def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
                        "unsaturated_share": _r(share)})
   cal = bands_and_ladder(g_null, r_null, ranges, shares, min_band=min_band,
                          default_ladder=default_ladder)
-  return dataclasses.replace(cal, per_task=tuple(per_task))
+  return dataclasses.replace(cal, per_task=tuple(per_task), unscored=lost)
 
 
 def _valid(g) -> np.ndarray:
@@ -176,4 +191,5 @@ def read_calibration(path: str) -> Calibration:
     raise ConfigError(f"{path}: format {obj.get('format')!r}, expected {FORMAT!r}")
   bands = {k: (float(v[0]), float(v[1])) for k, v in obj["bands"].items()}
   return Calibration(bands, tuple(float(x) for x in obj["ladder"]), obj["ladder_source"],
-                     obj["stats"], tuple(obj.get("per_task", ())))
+                     obj["stats"], tuple(obj.get("per_task", ())),
+                     {k: Unscored.from_json(v) for k, v in obj.get("unscored", {}).items()})

@@ -54,6 +54,12 @@ def evolver_defaults() -> ml_collections.ConfigDict:
     calibrate_tasks: tasks of the training pool the cold-start pass measures (0: all).
     calibrate_min_band: the lowest lower bound a band may get, in points (a greedy,
       cached judge regrades with zero variation; a zero bound would accept any change).
+    max_unscored_share: the run stops (before the step's checkpoint, like the learner's
+      judge.max_unscored_share) when more than this share of the cells the critic had
+      judged in one evolver step got no verdict (transport, parse, refused). Below it a
+      candidate that lost cells is "unmeasurable", never a rejection. Default 0.1, the
+      learner's default: a judge that fails only the critic's requests (e.g. new criterion
+      texts) must not go unnoticed while the harness silently stops evolving.
   """
   c = ml_collections.ConfigDict()
   c.enabled = True
@@ -77,6 +83,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.async_evolver = False
   c.calibrate_tasks = 0
   c.calibrate_min_band = 1.0
+  c.max_unscored_share = 0.1
   return c
 
 
@@ -113,6 +120,7 @@ class EvolverConfig:
   async_evolver: bool
   calibrate_tasks: int
   calibrate_min_band: float
+  max_unscored_share: float
 
   def __post_init__(self):
     for role in ("attributor", "proposer"):
@@ -123,6 +131,9 @@ class EvolverConfig:
       raise ConfigError(f"config.evolver.rounds = {self.rounds}: must be >= 0")
     for route in ("guidance", "rubric"):
       check_band(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
+    if not 0.0 <= self.max_unscored_share <= 1.0:
+      raise ConfigError(f"config.evolver.max_unscored_share = {self.max_unscored_share}: "
+                        "must be in [0, 1] (a share of the critic's judged cells)")
 
   @classmethod
   def from_config(cls, ev: ml_collections.ConfigDict) -> EvolverConfig:
@@ -139,7 +150,8 @@ class EvolverConfig:
         disagreement_points=float(ev.disagreement_points), resample_j=int(ev.resample_j),
         negative_weight=float(ev.negative_weight), async_evolver=bool(ev.async_evolver),
         calibrate_tasks=int(ev.calibrate_tasks),
-        calibrate_min_band=float(ev.calibrate_min_band))
+        calibrate_min_band=float(ev.calibrate_min_band),
+        max_unscored_share=float(ev.max_unscored_share))
 
   @property
   def bands(self) -> Mapping[str, tuple[float, float]]:

@@ -20,6 +20,13 @@ Acceptance (design choice; the paper lists (i)-(iv) without their text):
         its label now.
 Secondary operations of a joint candidate (e.g. the drop that makes room for a field) are
 checked by (iii) only; the measured Delta is of the whole candidate.
+
+Unmeasurable (its own verdict, never a rejection with Delta = 0): the judge left a cell of
+the measurement's regrades or re-samples without a verdict (transport, parse, refused), or
+gave no verdict at all on a criterion the candidate creates or changes (e.g. a program
+judge has no check for a new criterion's text), or no rollout of the measurement has a
+reward. The critic grades without the judge's own limit: the evolver counts the lost cells
+of all its measurements of a step against evolver.max_unscored_share (evolve.py).
 """
 
 from __future__ import annotations
@@ -38,8 +45,7 @@ from harnessrl_jax.evolver.types import Candidate, Cost, CriterionLabel, Group, 
 from harnessrl_jax.harness import guidance as hguidance
 from harnessrl_jax.harness import ops as hops
 from harnessrl_jax.harness.state import Harness, invariant_problems
-from harnessrl_jax.judges.grading import grade
-from harnessrl_jax.judges.judge import JudgeError
+from harnessrl_jax.judges.grading import Judged, grade
 from harnessrl_jax.rollout.texts import Resample
 
 # |Delta| at or below this many points is float32 rounding of rescaled weights, not an
@@ -61,6 +67,36 @@ def mean_reward(criteria: Sequence[Criterion], scores, scored) -> float:
   valid = np.asarray(out.valid[0])
   return float(np.asarray(out.reward[0], np.float64)[valid].mean()) if valid.any() \
       else float("nan")
+
+
+def _signature(criteria: Sequence[Criterion]) -> list[tuple[str, str, float]]:
+  return [(c.id, c.text, float(c.weight)) for c in criteria]
+
+
+def silent_criteria(old: Sequence[Criterion], new: Sequence[Criterion], judged: Judged,
+                    target: str) -> list[str]:
+  """Ids of the criteria the candidate changes that got no verdict on any rollout of
+  `judged` (graded under `new`, one task): those `old` lacks or words differently, and the
+  `target` criterion if its weight changed. (The weights a rescale to Lambda moves are not
+  changes of the candidate's.)"""
+  before = {c.id: c for c in old}
+  changed = [k for k, c in enumerate(new)
+             if c.id not in before or c.text != before[c.id].text
+             or (c.id == target and c.weight != before[c.id].weight)]
+  return [new[k].id for k in changed if not judged.scored[0, k].any()]
+
+
+def unmeasurable_reasons(lost, silent: Sequence[str], delta: float) -> tuple[str, ...]:
+  """Why a measurement gives no Delta (empty: it does): cells the judge lost (`lost`, a
+  judges.score_matrix.Unscored), changed criteria without any verdict, no reward at all."""
+  out = []
+  if lost.count:
+    out.append(f"unmeasurable: {lost.describe()} in the measurement")
+  if silent:
+    out.append(f"unmeasurable: no verdict on changed criteria {', '.join(silent)}")
+  if not out and not np.isfinite(delta):
+    out.append("unmeasurable: no reward to compare (no valid rollout before or after)")
+  return tuple(out)
 
 
 def _target(op) -> tuple[str, str]:
@@ -109,11 +145,7 @@ class Critic:
     if problems:  # not worth a policy query or a regrade
       return Measurement(0.0, self.bands.get(cand.route), False, problems), new, Cost()
     reversal = self._reversal(cand, label, memory, step)
-    try:
-      meas, cost = self._effect(cand, h, new, group, reversal, key, resample)
-    except JudgeError as e:  # e.g. a new criterion this judge cannot score
-      return Measurement(0.0, self.bands.get(cand.route), False,
-                         (f"unmeasurable: {e}",)), new, Cost()
+    meas, cost = self._effect(cand, h, new, group, reversal, key, resample)
     return meas, new, cost
 
   def _effect(self, cand, h, new, group, reversal, key, resample
@@ -121,15 +153,19 @@ class Critic:
     lam = h.total_weight
     cost = Cost()
     r_old = r_new = None
+    silent: list[str] = []   # criteria the candidate changes that got no verdict
     if cand.route == "sampling":
       ladder = np.asarray(h.ladder, np.float64)
       delta = float(ladder[h.level(cand.task_id)] - ladder[new.level(cand.task_id)])
       band = None
     elif cand.route == "rubric":
       r_old, old_cost = self._baseline(h, group)
-      r_new, new_cost = self._grade(group, group.responses, new.criteria(cand.task_id))
+      criteria = new.criteria(cand.task_id)
+      r_new, new_cost, judged = self._grade(group, group.responses, criteria)
       cost = old_cost + new_cost
       delta, band = (r_old - r_new) * lam, self.bands["rubric"]
+      silent = silent_criteria(h.criteria(cand.task_id), criteria, judged,
+                               cand.criterion_id)
     elif cand.route == "guidance":
       if resample is None:
         raise HarnessError("the critic needs the step's resample function to measure "
@@ -137,35 +173,42 @@ class Critic:
       r_old, old_cost = self._baseline(h, group)
       prompt = hguidance.render_prompt(group.task, new, training=True)
       responses = resample([prompt], key, self.j)[0]
-      r_new, new_cost = self._grade(group, responses, new.criteria(cand.task_id))
+      r_new, new_cost, _ = self._grade(group, responses, new.criteria(cand.task_id))
       cost = old_cost + new_cost + Cost(rollouts=len(responses))
       delta, band = (r_new - r_old) * lam, self.bands["guidance"]
     else:
       raise HarnessError(f"unknown candidate route {cand.route!r}")
+    unmeasurable = unmeasurable_reasons(cost.unscored, silent, delta)
+    if unmeasurable:
+      return Measurement(None, band, False, unmeasurable, r_old, r_new, cost.judge_cells,
+                         cost.rollouts, unmeasurable=True, unscored=cost.unscored), cost
     reasons = []
-    if not np.isfinite(delta) or delta <= SIGN_TOL:
+    if delta <= SIGN_TOL:
       reasons.append(f"(i) sign: Delta={delta:.4g} is not > 0")
     elif band is not None and not band[0] <= delta <= band[1]:
       reasons.append(f"(ii) band: Delta={delta:.4g} points outside [{band[0]:g}, {band[1]:g}]")
     if reversal:
       reasons.append(reversal)
     return Measurement(float(delta), band, not reasons, tuple(reasons), r_old, r_new,
-                       cost.judge_cells, cost.rollouts), cost
+                       cost.judge_cells, cost.rollouts, unscored=cost.unscored), cost
 
-  def _grade(self, group: Group, responses, criteria) -> tuple[float, Cost]:
-    """(mean reward of `responses` under `criteria`, the judge requests and cells)."""
-    judged = grade(self.judge, [group.task], [responses], [criteria])
-    return judged.mean_reward(0), Cost(llm_requests=judged.requests, judge_cells=judged.cells)
+  def _grade(self, group: Group, responses, criteria) -> tuple[float, Cost, Judged]:
+    """(mean reward of `responses` under `criteria`, the judge requests, cells and lost
+    cells, the graded batch). Without the judge's limit: lost cells make the candidate
+    unmeasurable, and the evolver limits them per step."""
+    judged = grade(self.judge, [group.task], [responses], [criteria], check_limit=False)
+    return judged.mean_reward(0), Cost(llm_requests=judged.requests, judge_cells=judged.cells,
+                                       unscored=judged.unscored), judged
 
   def _baseline(self, h: Harness, group: Group) -> tuple[float, Cost]:
     """r_old: the recorded group under the task's rubric in `h`. That is the recorded
     scores unless an update accepted earlier in this step changed the rubric; then the
     recorded responses are regraded (so Delta compares like with like)."""
     now = h.criteria(group.task_id)
-    key = lambda cs: [(c.id, c.text, float(c.weight)) for c in cs]
-    if key(now) == key(group.criteria):
+    if _signature(now) == _signature(group.criteria):
       return mean_reward(group.criteria, group.scores, group.scored), Cost()
-    return self._grade(group, group.responses, now)
+    r, cost, _ = self._grade(group, group.responses, now)
+    return r, cost
 
   def structural_problems(self, old: Harness, new: Harness, cand: Candidate) -> list[str]:
     """Check (iii) of `new` = `cand` applied to `old`: its invariant problems and the

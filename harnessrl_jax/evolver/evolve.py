@@ -5,11 +5,16 @@ Per drawn task, in draw order:
   2. per route (rubric, guidance, sampling) with an actionable label (confidence >=
      evolver.min_confidence), the most confident such criterion is the target; the
      proposer offers a candidate, the critic measures it on the current frozen policy;
-     rejected candidates go back to the proposer with their measurement, up to B rounds;
-     then a noop is recorded. An accepted candidate's ops are applied (and logged to the
-     harness history) before the next route or task is considered;
+     rejected and unmeasurable candidates go back to the proposer with their measurement
+     (so that it tries another kind of change), up to B rounds; then a noop is recorded.
+     An accepted candidate's ops are applied (and logged to the harness history) before
+     the next route or task is considered;
   3. write-back: the draw (scores, rewards, labels, accepted ops, measurements) goes into
-     memory's time index; after all tasks, the semantics index is synced to H_{t+1}.
+     memory's time index; after all tasks, the semantics index is synced to H_{t+1};
+  4. the critic's cells without a verdict, over all its measurements of the step, are
+     checked against evolver.max_unscored_share: past it the step raises CriticError (a
+     JudgeError) after writing its candidate records, and the driver stops as it does for
+     the learner's judge failures (the step is not checkpointed).
 The three roles are separate objects and calls: the proposer never measures, the critic
 never proposes. Randomness (the critic's re-samples) comes from `key` folded with the
 task's position, the route and the round, so the same inputs and key give the same H_{t+1}
@@ -32,6 +37,7 @@ from typing import Any
 
 import jax
 
+from harnessrl_jax import run_files as rf
 from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.critic import Critic
 from harnessrl_jax.evolver.proposer import ProposalRequest
@@ -41,6 +47,7 @@ from harnessrl_jax.harness.digest import digest
 from harnessrl_jax.harness.history import HistoryLog, HistoryRecord, apply_logged
 from harnessrl_jax.harness.ops import op_to_json
 from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.memory.time_index import make_draw
 from harnessrl_jax.rollout.texts import Resample
 
@@ -56,7 +63,7 @@ class CandidateRecord:
   route: str
   criterion_id: str
   round: int
-  verdict: str                      # "accepted", "rejected" or "noop"
+  verdict: str                      # one of run_files.VERDICTS
   candidate: Candidate | None = None
   measurement: Measurement | None = None
   note: str = ""
@@ -71,6 +78,10 @@ class CandidateRecord:
 ROLES = ("attributor", "proposer", "critic")
 
 
+class CriticError(JudgeError):
+  """The critic's cells without a verdict passed evolver.max_unscored_share in one step."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Tally:
   """One role's calls in one step: how many, what they cost, and their wall time."""
@@ -82,10 +93,10 @@ class Tally:
   def add(self, cost: Cost, wall_s: float) -> Tally:
     return Tally(self.calls + 1, self.cost + cost, self.wall_s + wall_s)
 
-  def to_json(self) -> dict[str, float]:
+  def to_json(self) -> dict[str, Any]:
     return {"calls": self.calls, "llm_requests": self.cost.llm_requests,
             "judge_cells": self.cost.judge_cells, "rollouts": self.cost.rollouts,
-            "wall_s": self.wall_s}
+            "wall_s": self.wall_s, rf.UNSCORED: self.cost.unscored.to_json()}
 
 
 def _timed(fn, *args, **kwargs):
@@ -98,8 +109,9 @@ def _timed(fn, *args, **kwargs):
 @dataclasses.dataclass(frozen=True)
 class StepResult:
   """What one evolver step produced. `accounting[role]` holds calls, llm_requests,
-  judge_cells, rollouts and wall_s of this step alone, for role in attributor / proposer /
-  critic (summed from the costs each call returned)."""
+  judge_cells, rollouts, wall_s and the unscored record (run_files.UNSCORED: the critic's
+  cells without a verdict) of this step alone, for role in attributor / proposer / critic
+  (summed from the costs each call returned)."""
 
   step: int
   harness: Harness
@@ -107,7 +119,7 @@ class StepResult:
   attributions: tuple[TaskAttribution, ...]
   records: tuple[CandidateRecord, ...]
   history: tuple[HistoryRecord, ...]
-  accounting: dict[str, dict[str, float]]
+  accounting: dict[str, dict[str, Any]]
 
   def counts(self) -> dict[str, int]:
     out: dict[str, int] = {}
@@ -202,13 +214,14 @@ class Evolver:
                                                   meas))
               accepted = True
               break
+            verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
             task_records.append(CandidateRecord(step, group.task_id, route,
-                                                target.criterion_id, b, "rejected", cand, meas))
+                                                target.criterion_id, b, verdict, cand, meas))
             feedback.append(Feedback(cand, meas))
           if not accepted:
             task_records.append(CandidateRecord(
                 step, group.task_id, route, target.criterion_id, len(feedback), "noop",
-                note=f"no candidate accepted after {len(feedback)} measured round(s)"))
+                note=f"no candidate accepted after {len(feedback)} round(s)"))
       records.extend(task_records)
       if memory is not None:
         memory.add_draw(make_draw(
@@ -223,8 +236,24 @@ class Evolver:
       with open(self.candidate_log, "a", encoding="utf-8") as f:
         for r in records:
           f.write(json.dumps(r.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
+    self._check_critic(step, tally["critic"].cost.unscored, records)
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
                       {role: t.to_json() for role, t in tally.items()})
+
+  def _check_critic(self, step: int, lost, records: Sequence[CandidateRecord]) -> None:
+    """CriticError when the critic's lost cells of the step (`lost`, an Unscored) pass
+    evolver.max_unscored_share."""
+    limit = self.config.max_unscored_share
+    if lost.share <= limit:
+      return
+    n = sum(r.verdict == rf.UNMEASURABLE for r in records)
+    m = sum(r.candidate is not None for r in records)
+    raise CriticError(
+        f"critic, step {step + 1}: {lost.describe()} in its measurements ({n} of {m} "
+        f"candidates unmeasurable), more than evolver.max_unscored_share={limit:g}: check "
+        "that the judge can score the candidates' criteria and re-sampled responses (the "
+        "learner's cells may pass while these fail), or raise evolver.max_unscored_share.",
+        lost)
 
 
 class AsyncEvolver:

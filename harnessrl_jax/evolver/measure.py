@@ -32,9 +32,11 @@ def groups_from(tasks: Sequence[Task], criteria: Sequence[Sequence[Criterion]],
 
 
 def sample_groups(tasks: Sequence[Task], h: Harness, resample: Resample, judge,
-                  key: jax.Array, num_samples: int) -> list[Group]:
-  """Samples J responses per task under H's guidance, grades them under H's rubric."""
+                  key: jax.Array, num_samples: int) -> tuple[list[Group], Judged]:
+  """Samples J responses per task under H's guidance, grades them under H's rubric;
+  returns the groups and the graded batch (its `unscored`: the judge's failures)."""
   prompts = [render_prompt(t, h, training=True) for t in tasks]
   responses = resample(prompts, key, num_samples)
   criteria = [h.criteria(t.id) for t in tasks]
-  return groups_from(tasks, criteria, responses, grade(judge, tasks, responses, criteria))
+  judged = grade(judge, tasks, responses, criteria)
+  return groups_from(tasks, criteria, responses, judged), judged

@@ -250,7 +250,8 @@ def _propose_rubric(req: ProposalRequest, config: EvolverConfig) -> Candidate | 
   crit = _criterion(h, tid, req.label.criterion_id)
   order = list(RUBRIC_OPS)
   last = req.feedback[-1].measurement if req.feedback else None
-  if last is not None and last.band is not None and last.delta > last.band[1]:
+  if last is not None and last.delta is not None and last.band is not None and \
+      last.delta > last.band[1]:
     order.remove("reweight")
     order.insert(0, "reweight")  # the last change overshot: try the gentlest next
   for kind in order:

@@ -13,6 +13,7 @@ import numpy as np
 
 from harnessrl_jax.data.schema import Criterion, Task
 from harnessrl_jax.harness.ops import Op, op_to_json
+from harnessrl_jax.judges.score_matrix import Unscored
 
 LABELS = ("blind", "saturated", "spurious", "agree")
 ROUTES = {"blind": "guidance", "saturated": "sampling", "spurious": "rubric"}
@@ -34,15 +35,17 @@ class Cost:
       critic's judge).
     judge_cells: (criterion, response) cells the critic had graded.
     rollouts: responses the critic re-sampled from the policy.
+    unscored: the critic's graded cells the judge got no verdict for, by cause.
   """
 
   llm_requests: int = 0
   judge_cells: int = 0
   rollouts: int = 0
+  unscored: Unscored = Unscored()
 
   def __add__(self, other: Cost) -> Cost:
     return Cost(self.llm_requests + other.llm_requests, self.judge_cells + other.judge_cells,
-                self.rollouts + other.rollouts)
+                self.rollouts + other.rollouts, self.unscored + other.unscored)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -154,10 +157,12 @@ class Measurement:
 
   delta is in points, signed so that the wanted direction is positive: Delta_c = r_old -
   r_new for rubric updates, Delta_g = r_new - r_old for guidance, Delta_w = w_old - w_new
-  (ladder units, not points) for sampling.
+  (ladder units, not points) for sampling. An unmeasurable candidate (the judge left cells
+  of its measurement without a verdict, or gave none on a criterion it changes) has no
+  delta (None) and is neither accepted nor rejected; `unscored` holds its lost cells.
   """
 
-  delta: float
+  delta: float | None
   band: tuple[float, float] | None
   accepted: bool
   reasons: tuple[str, ...]
@@ -165,17 +170,22 @@ class Measurement:
   r_new: float | None = None
   judge_cells: int = 0
   rollouts: int = 0
+  unmeasurable: bool = False
+  unscored: Unscored = Unscored()
 
   def to_json(self) -> dict[str, Any]:
-    f = lambda x: None if x is None else round(float(x), 6)
+    # A reward without any valid rollout is nan: null in JSON (which has no NaN).
+    f = lambda x: None if x is None or not np.isfinite(x) else round(float(x), 6)
     return {"delta": f(self.delta), "band": None if self.band is None else list(self.band),
             "accepted": self.accepted, "reasons": list(self.reasons), "r_old": f(self.r_old),
-            "r_new": f(self.r_new), "judge_cells": self.judge_cells, "rollouts": self.rollouts}
+            "r_new": f(self.r_new), "judge_cells": self.judge_cells, "rollouts": self.rollouts,
+            "unmeasurable": self.unmeasurable, "unscored": self.unscored.to_json()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Feedback:
-  """What the critic sends back with a rejected candidate (the proposer's next input)."""
+  """What the critic sends back with a rejected or unmeasurable candidate (the proposer's
+  next input: it then tries another kind of change, one the judge may be able to score)."""
 
   candidate: Candidate
   measurement: Measurement

@@ -3,7 +3,9 @@
 The key hashes (judge identity, the rendered judge prompt): the prompt holds the task's
 conversation, the criterion text and polarity, and the response, so a regrade of unchanged
 cells (the JIT critic regrades whole groups under a candidate rubric) is free, and any
-change to one of them is a miss. Only parsed verdicts are stored, never failures.
+change to one of them is a miss. Only parsed verdicts are stored, never failures;
+`FailedRequests` remembers failures apart, so that the judge can bound how often it sends a
+request that keeps failing (judges/judge.py).
 """
 
 from __future__ import annotations
@@ -52,6 +54,35 @@ class VerdictCache:
       self._data.move_to_end(key)
       while len(self._data) > self._max_size:
         self._data.popitem(last=False)
+
+  def __len__(self) -> int:
+    with self._lock:
+      return len(self._data)
+
+
+class FailedRequests:
+  """LRU map key -> (cause of the latest failure, calls the request failed in)."""
+
+  def __init__(self, max_size: int):
+    self._max_size = max(1, int(max_size))
+    self._data: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+    self._lock = threading.Lock()
+
+  def get(self, key: str) -> tuple[str, int] | None:
+    with self._lock:
+      return self._data.get(key)
+
+  def add(self, key: str, cause: str) -> None:
+    """One more call in which the request failed, for `cause`."""
+    with self._lock:
+      calls = self._data.pop(key, ("", 0))[1]
+      self._data[key] = (cause, calls + 1)
+      while len(self._data) > self._max_size:
+        self._data.popitem(last=False)
+
+  def discard(self, key: str) -> None:
+    with self._lock:
+      self._data.pop(key, None)
 
   def __len__(self) -> int:
     with self._lock:

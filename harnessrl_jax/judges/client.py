@@ -34,6 +34,17 @@ class ServerError(HarnessError):
   """An inference server failed after all retries, or refused the request for good."""
 
 
+class TransportError(ServerError):
+  """A request that kept failing in transport (time-outs, connections, 5xx, garbage bodies)
+  through all its retries; any other ServerError is a refusal (a 4xx, a prompt too long),
+  which no retry fixes. The judge counts the two causes apart."""
+
+
+class AuthError(HarnessError):
+  """The server refused the request's credentials (HTTP 401 / 403). Not retried and not a
+  ServerError: no cell is left unscored for it; the run stops with this one message."""
+
+
 class RetryableError(Exception):
   """A fault worth retrying (time-out, refused connection, 5xx, garbage body)."""
 
@@ -61,7 +72,7 @@ class RetryPolicy:
 
 def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, what: str,
                       sleep: Callable[[float], None] = time.sleep) -> T:
-  """Runs fn, retrying RetryableError up to policy.retries times; then raises ServerError.
+  """Runs fn, retrying RetryableError up to policy.retries times; then raises TransportError.
 
   Other exceptions (a ServerError for a 4xx, a bug) propagate at once.
   """
@@ -70,8 +81,8 @@ def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, what: str,
       return fn()
     except RetryableError as e:
       if attempt == policy.retries:
-        raise ServerError(f"{what}: failed after {policy.retries + 1} attempts; "
-                          f"last error: {e}") from e
+        raise TransportError(f"{what}: failed after {policy.retries + 1} attempts; "
+                             f"last error: {e}") from e
       sleep(policy.delay(attempt, e.retry_after_s))
   raise AssertionError("unreachable")
 

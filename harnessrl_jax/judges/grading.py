@@ -19,6 +19,7 @@ import numpy as np
 
 from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Criterion, Task
+from harnessrl_jax.judges.score_matrix import Unscored
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Judged:
     scored: [T, K, J] bool, True where a verdict exists.
     rewards: [T, J] float64 rubric rewards (0 where not valid).
     valid: [T, J] bool, True where some positive-weight criterion was scored.
-    unscored: real cells left without a verdict.
+    unscored: the cells the judge tried and got no verdict for, by cause (cells without
+      a check under a judge without an LLM are unscored by design, and not in it).
     cells: real (task, criterion, rollout) cells.
     requests: LLM requests the judge sent (0 for a programmatic judge or cache hits).
   """
@@ -39,7 +41,7 @@ class Judged:
   scored: np.ndarray
   rewards: np.ndarray
   valid: np.ndarray
-  unscored: int
+  unscored: Unscored
   cells: int
   requests: int = 0
 
@@ -50,12 +52,16 @@ class Judged:
 
 
 def grade(judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
-          criteria: Sequence[Sequence[Criterion]] | None = None) -> Judged:
+          criteria: Sequence[Sequence[Criterion]] | None = None, *,
+          check_limit: bool = True) -> Judged:
   """Verdicts and rubric rewards of responses[t][j]; `criteria` None grades by the tasks'
-  own (seed) rubrics, else criteria[t] (an evolved or candidate rubric) grades task t."""
+  own (seed) rubrics, else criteria[t] (an evolved or candidate rubric) grades task t.
+  `check_limit` False: no JudgeError past judge.max_unscored_share (the critic counts its
+  failures against evolver.max_unscored_share instead)."""
   m = judge.score(list(tasks), [list(r) for r in responses],
-                  None if criteria is None else [tuple(c) for c in criteria])
+                  None if criteria is None else [tuple(c) for c in criteria],
+                  check_limit=check_limit)
   r = rubric_reward(m.scores, m.scored, m.weights, m.criterion_mask)
   return Judged(np.asarray(m.scores), np.asarray(m.scored),
-                np.asarray(r.reward, np.float64), np.asarray(r.valid), int(m.num_unscored),
+                np.asarray(r.reward, np.float64), np.asarray(r.valid), m.stats.failures,
                 int(m.num_cells), int(m.stats.requests))

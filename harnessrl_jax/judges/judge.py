@@ -7,15 +7,22 @@ A cell is one (task, criterion, rollout). Per call:
      rendered, looked up in the verdict cache, identical requests are merged, and all
      remaining requests of the step go to the client in one batch (sent concurrently);
   3. answers that cannot be parsed are re-asked up to `parse_retries` times with a
-     reminder appended, then left unscored; requests that failed after the client's
-     transport retries are left unscored. A verdict is never defaulted. A client that is a
-     `VerdictClient` (the local backend's logit mode) is asked for verdicts instead of
-     text: one forward pass per request, no parsing, so no retries; its raw text is
-     "logit verdict: p_true=...".
-  4. If the share of judged cells left without a verdict (failed requests, unparseable
-     answers) passes `max_unscored_share`, JudgeError is raised
-     with the counts and the first errors: the caller's step fails before any update, so
-     the last checkpoint stays intact.
+     reminder appended, then left unscored (cause "parse"); requests that failed after the
+     client's transport retries are left unscored ("transport"), and so are requests the
+     server refused for good ("refused": a 4xx, a prompt too long). A verdict is never
+     defaulted. A client that is a `VerdictClient` (the local backend's logit mode) is
+     asked for verdicts instead of text: one forward pass per request, no parsing, so no
+     retries; its raw text is "logit verdict: p_true=...".
+  4. A failed request is not sent again within the call. A later call sends it again
+     (the judge may be back), but a request is sent in at most REQUEST_CALLS calls of one
+     judge, and a refused one in one: its attempts over the run stay below
+     REQUEST_CALLS x (transport_retries + 1) x (parse_retries + 1). Without this bound the
+     critic's regrades re-sent a failed cell of the step once per candidate.
+  5. `ScoreMatrix.stats.failures` holds the failed cells by cause. If their share of the
+     judged cells passes `max_unscored_share`, JudgeError is raised with the counts and
+     the first error (unless the caller checks a limit of its own: `check_limit=False`,
+     the critic's); the caller's step fails before any update, so the last checkpoint
+     stays intact.
 """
 
 from __future__ import annotations
@@ -29,15 +36,33 @@ from harnessrl_jax.data import checks
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.judges import prompt as prompt_lib
-from harnessrl_jax.judges.cache import VerdictCache, cache_key
-from harnessrl_jax.judges.client import ServerError, TextClient, VerdictClient
+from harnessrl_jax.judges.cache import FailedRequests, VerdictCache, cache_key
+from harnessrl_jax.judges.client import (ServerError, TextClient, TransportError,
+                                         VerdictClient)
 from harnessrl_jax.judges.parsing import parse_verdict
-from harnessrl_jax.judges.score_matrix import (UNSCORED_NO_CHECK, UNSCORED_TRANSPORT,
-                                               UNSCORED_UNPARSEABLE, JudgeStats, ScoreMatrix)
+from harnessrl_jax.judges.score_matrix import (UNSCORED_NO_CHECK, UNSCORED_PARSE,
+                                               UNSCORED_REFUSED, UNSCORED_TRANSPORT,
+                                               JudgeStats, ScoreMatrix, Unscored)
+
+# The calls of one judge in which a request that keeps failing is sent (module docstring).
+REQUEST_CALLS = 2
 
 
 class JudgeError(HarnessError):
-  """Too many cells of a step have no verdict; the step must not be applied."""
+  """Too many cells of a judged batch have no verdict; the step must not be applied.
+
+  Attributes:
+    unscored: the failed cells of the batch (or of the critic's step), by cause.
+  """
+
+  def __init__(self, message: str, unscored: Unscored = Unscored()):
+    super().__init__(message)
+    self.unscored = unscored
+
+
+def failure_cause(error: ServerError) -> str:
+  """The unscored cause of a request that ended in `error`."""
+  return UNSCORED_TRANSPORT if isinstance(error, TransportError) else UNSCORED_REFUSED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +86,7 @@ class Judge:
     self.use_checks = use_checks
     self.settings = settings
     self.cache = VerdictCache(cache_size)
+    self.failed = FailedRequests(max(cache_size, 1024))
     parts = (["program"] if use_checks else []) + ([client.identity] if client else [])
     # Cache keys hash this identity with the full rendered prompt, so a change of model,
     # server, verdict mode, answer length or prompt template is a miss.
@@ -69,7 +95,8 @@ class Judge:
     self.identity = "+".join(parts) + f":{mode}"
 
   def score(self, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
-            criteria: Sequence[Sequence[Criterion]] | None = None) -> ScoreMatrix:
+            criteria: Sequence[Sequence[Criterion]] | None = None, *,
+            check_limit: bool = True) -> ScoreMatrix:
     """Verdicts for every (task, criterion, rollout).
 
     Args:
@@ -77,12 +104,14 @@ class Judge:
       responses: responses[t] holds the J responses to task t (same J for every task).
       criteria: criteria[t] to judge task t by (default: each task's own rubric); the JIT
         critic passes a candidate rubric here.
+      check_limit: raise JudgeError past settings.max_unscored_share (False: the caller
+        counts the failures against a limit of its own).
 
     Returns:
       A ScoreMatrix of shape [T, max_k, J].
 
     Raises:
-      JudgeError: the unscored share passed settings.max_unscored_share.
+      JudgeError: the failed share passed settings.max_unscored_share.
     """
     crits = [tuple(t.criteria) for t in tasks] if criteria is None else [tuple(c) for c in criteria]
     if len(crits) != len(tasks) or len(responses) != len(tasks):
@@ -98,7 +127,8 @@ class Judge:
     weights = np.zeros((num_t, num_k), np.float32)
     mask = np.zeros((num_t, num_k), bool)
     raw = [[[""] * num_j for _ in range(num_k)] for _ in range(num_t)]
-    unscored = {UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_UNPARSEABLE: 0}
+    unscored = {UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_PARSE: 0,
+                UNSCORED_REFUSED: 0}
     errors: list[str] = []
     program_cells = cache_hits = 0
     # key -> (judge request, cells waiting for it)
@@ -126,6 +156,14 @@ class Judge:
             raw[t][k][j] = hit[1]
             cache_hits += 1
             continue
+          failed = self.failed.get(key)
+          if failed is not None and (failed[0] == UNSCORED_REFUSED
+                                     or failed[1] >= REQUEST_CALLS):
+            unscored[failed[0]] += 1
+            raw[t][k][j] = (f"unscored: {failed[0]}: not sent again, the request failed in "
+                            f"{failed[1]} earlier call(s)")
+            errors.append(raw[t][k][j])
+            continue
           pending.setdefault(key, (messages, []))[1].append((t, k, j))
 
     if self.verdict_client is not None:
@@ -136,14 +174,17 @@ class Judge:
       outcome = outcomes[key]
       if isinstance(outcome, ServerError):
         verdict, text = None, f"unscored: {outcome}"
-        unscored[UNSCORED_TRANSPORT] += len(cells)
+        cause = failure_cause(outcome)
         errors.append(str(outcome))
       else:
         verdict, text = outcome
-        if verdict is None:  # still unparseable after the retries
-          unscored[UNSCORED_UNPARSEABLE] += len(cells)
-        else:
-          self.cache.put(key, verdict, text)
+        cause = UNSCORED_PARSE if verdict is None else ""   # unparseable after the retries
+      if cause:
+        unscored[cause] += len(cells)
+        self.failed.add(key, cause)
+      else:
+        self.cache.put(key, verdict, text)
+        self.failed.discard(key)
       for t, k, j in cells:
         raw[t][k][j] = text
         if verdict is not None:
@@ -159,18 +200,14 @@ class Judge:
                          stats=stats)
     # Cells no backend of this judge can score (no check, no LLM) are unscored by design
     # and masked out of the reward; the limit is on cells the judge tried and failed.
-    failed = unscored[UNSCORED_TRANSPORT] + unscored[UNSCORED_UNPARSEABLE]
-    attempted = stats.cells - unscored[UNSCORED_NO_CHECK]
-    failed_share = failed / attempted if attempted else 0.0
-    if failed_share > self.settings.max_unscored_share:
-      reasons = ", ".join(f"{r}: {n}" for r, n in stats.unscored)
+    failures = stats.failures
+    if check_limit and failures.share > self.settings.max_unscored_share:
       first = f"; first error: {errors[0]}" if errors else ""
       raise JudgeError(
-          f"judge {self.identity}: {failed} of {attempted} judged cells "
-          f"({failed_share:.0%}) have no verdict ({reasons}){first}. That is more "
-          f"than judge.max_unscored_share={self.settings.max_unscored_share:g}, so this step "
-          "is not applied and the last checkpoint stays as it was. Check that the judge "
-          "server is up and answers in the JSON format, or raise judge.max_unscored_share.")
+          f"judge {self.identity}: {failures.describe()}{first}. That is more than "
+          f"judge.max_unscored_share={self.settings.max_unscored_share:g}: check that the "
+          "judge server is up and answers in the JSON format, or raise "
+          "judge.max_unscored_share.", failures)
     return matrix
 
   def _ask_text(self, pending) -> tuple[dict[str, ServerError | tuple[bool | None, str]], int]:

@@ -7,7 +7,9 @@ variable means no Authorization header (local servers usually need none).
 
 Retried (bounded, exponential back-off, Retry-After honoured): time-outs, refused or reset
 connections, HTTP 408/429/5xx, and bodies that are not the expected JSON. Not retried: other
-4xx (a wrong model name or key does not fix itself); they fail the request at once.
+4xx (a wrong model name does not fix itself); they fail the request at once. HTTP 401 / 403
+raise AuthError naming the key's variable: a refused key is a setting to fix, not a fault
+to count per cell.
 Standard library only (urllib), so the judge adds no dependency.
 """
 
@@ -23,10 +25,11 @@ from collections.abc import Callable
 
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.judges.client import (RetryableError, RetryPolicy, ServerError, TextClient,
-                                         call_with_retries, concurrent_map)
+from harnessrl_jax.judges.client import (AuthError, RetryableError, RetryPolicy, ServerError,
+                                         TextClient, call_with_retries, concurrent_map)
 
 _RETRY_STATUS = (408, 429)
+_AUTH_STATUS = (401, 403)
 
 
 class OpenAIClient(TextClient):
@@ -66,12 +69,13 @@ class OpenAIClient(TextClient):
         raw = reply.read()
     except urllib.error.HTTPError as e:
       detail = _snippet(e.read())
+      if e.code in _AUTH_STATUS:
+        raise AuthError(self._auth_message(e.code, detail)) from None
       if e.code >= 500 or e.code in _RETRY_STATUS:
         raise RetryableError(f"HTTP {e.code} from {self.url}: {detail}",
                              _retry_after(e.headers.get("Retry-After"))) from e
       raise ServerError(f"HTTP {e.code} from {self.url}: {detail} (not retried: check "
-                        f"judge.openai.model={self.model!r}, the URL and the key in "
-                        f"${self.api_key_env})") from e
+                        f"judge.openai.model={self.model!r} and the URL)") from e
     except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
             http.client.HTTPException) as e:
       raise RetryableError(f"{type(e).__name__} talking to {self.url}: {e}") from e
@@ -83,6 +87,18 @@ class OpenAIClient(TextClient):
       raise RetryableError(f"unexpected body from {self.url}: content is "
                            f"{type(content).__name__}, not text")
     return content
+
+  def _auth_message(self, code: int, detail: str) -> str:
+    """What to fix when the server refuses the credentials (HTTP 401 / 403)."""
+    where = f"judge.openai: HTTP {code} from {self.url} ({detail})"
+    var = self.api_key_env
+    if var and os.environ.get(var):
+      return (f"{where}: authentication failed: the server refused the key in ${var} "
+              f"(judge.openai.api_key_env); set {var} to a key it accepts")
+    unset = f"${var} (judge.openai.api_key_env) is not set" if var else (
+        "judge.openai.api_key_env names no variable")
+    return (f"{where}: authentication failed: no key was sent, as {unset}; export the key "
+            "in the variable judge.openai.api_key_env names")
 
   def _one(self, payload: dict) -> str:
     body = json.dumps(payload).encode("utf-8")

@@ -9,13 +9,65 @@ backend cannot judge) has `scored` False and score 0, and is never read as a ver
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-# Why a real cell has no verdict (JudgeStats.unscored keys).
-UNSCORED_UNPARSEABLE = "unparseable"
-UNSCORED_TRANSPORT = "transport"
+from harnessrl_jax import run_files as rf
+
+# Why a real cell has no verdict (JudgeStats.unscored keys). The first three are judge
+# failures (run_files.UNSCORED_CAUSES says what each means); they count against the stop
+# limits. A cell without a check under a judge without an LLM is unscored by design.
+UNSCORED_TRANSPORT, UNSCORED_PARSE, UNSCORED_REFUSED = rf.UNSCORED_CAUSES
 UNSCORED_NO_CHECK = "no_check"
+
+
+@dataclasses.dataclass(frozen=True)
+class Unscored:
+  """The judge failures of one judged batch, or of several summed (`+`).
+
+  Attributes:
+    cells: cells the judge tried (real cells, less the unscored-by-design no_check ones).
+    causes: (cause, cells) for each cause of run_files.UNSCORED_CAUSES with cells > 0.
+  """
+
+  cells: int = 0
+  causes: tuple[tuple[str, int], ...] = ()
+
+  @classmethod
+  def of(cls, cells: int, counts: Mapping[str, int]) -> Unscored:
+    """From per-cause counts (other keys, e.g. no_check, and zeros are left out)."""
+    return cls(int(cells), tuple((c, int(counts[c])) for c in rf.UNSCORED_CAUSES
+                                 if counts.get(c, 0)))
+
+  @property
+  def count(self) -> int:
+    return sum(n for _, n in self.causes)
+
+  @property
+  def share(self) -> float:
+    return self.count / self.cells if self.cells else 0.0
+
+  def __add__(self, other: Unscored) -> Unscored:
+    a, b = dict(self.causes), dict(other.causes)
+    return Unscored.of(self.cells + other.cells,
+                       {c: a.get(c, 0) + b.get(c, 0) for c in rf.UNSCORED_CAUSES})
+
+  def describe(self) -> str:
+    """E.g. "3 of 40 judged cells (8%) have no verdict (transport: 2, parse: 1)"."""
+    causes = ", ".join(f"{c}: {n}" for c, n in self.causes)
+    return (f"{self.count} of {self.cells} judged cells ({self.share:.0%}) have no verdict"
+            + (f" ({causes})" if causes else ""))
+
+  def to_json(self) -> dict[str, Any]:
+    """The run directory's unscored record (run_files COUNT, SHARE, CELLS, CAUSES)."""
+    return {rf.COUNT: self.count, rf.SHARE: self.share, rf.CELLS: self.cells,
+            rf.CAUSES: dict(self.causes)}
+
+  @classmethod
+  def from_json(cls, obj: Mapping[str, Any]) -> Unscored:
+    return cls.of(int(obj[rf.CELLS]), obj[rf.CAUSES])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +91,12 @@ class JudgeStats:
   @property
   def num_unscored(self) -> int:
     return sum(n for _, n in self.unscored)
+
+  @property
+  def failures(self) -> Unscored:
+    """The cells the judge tried and failed, by cause (no_check cells are not tried)."""
+    counts = dict(self.unscored)
+    return Unscored.of(self.cells - counts.get(UNSCORED_NO_CHECK, 0), counts)
 
 
 @dataclasses.dataclass(frozen=True)
