@@ -132,7 +132,7 @@ def test_report_from_synthetic_run(tmp_path):
             "| MedQA | accuracy | 40.00 | 3 |", "| 0 | 15.50 | 15.50 | 15.50 | 15.50 | 38.00 |",
             "| 0 | 25.00 | 0.00 | 0.00 | 75.00 |",   # attributor labels
             "Reversed rubric updates: 2 of 5 (40.0%)",
-            "Critic verdicts: accepted 1, rejected 2, noop 1.",
+            "Critic verdicts: accepted 1, rejected 2, unmeasurable 0, noop 1.",
             "mean share of drawn tasks with the field mounted"):
     assert s in text, s
 
