@@ -16,10 +16,12 @@ import sys
 
 import pytest
 
+from tests.conftest import tiny_driver_data
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
 CHANGED = {"judge.openai.base_url": ("http://127.0.0.1:8000/v1", "http://127.0.0.1:9/v1"),
-           "judge.jetstream.address": ("127.0.0.1:9000", "10.0.0.7:9000"),
+           "judge.jetstream.address": ("127.0.0.1:9000", "127.0.0.2:9000"),
            "judge.max_unscored_share": (0.1, 0.5),
            "train.eval_every": (0, 1),   # an extra held-out evaluation after step 2
            "train.keep_checkpoints": (STEPS, 1)}
@@ -45,15 +47,7 @@ def read_json(path):
 def runs(tmp_path_factory):
   """(root, env, uninterrupted run, its refused first start, resumed copy, resume output)."""
   root = tmp_path_factory.mktemp("config_changes")
-  for src, dst, n in (("data/train.jsonl", "train.jsonl", 8),
-                      ("data/heldout.jsonl", "heldout.jsonl", 4)):
-    with open(os.path.join(REPO, src), encoding="utf-8") as f:
-      lines = f.readlines()[:n]
-    with open(root / dst, "w", encoding="utf-8") as f:
-      f.writelines(lines)
-  env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(root / "jax_cache"),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  env = tiny_driver_data(root)
   a = root / "a"
   refused = run(train_cmd(root, a, f"--config.data.heldout={root / 'missing.jsonl'}"), env)
   done = run(train_cmd(root, a), env)

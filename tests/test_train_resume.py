@@ -20,6 +20,7 @@ import pytest
 
 from harnessrl_jax import train
 from harnessrl_jax.eval import oracle
+from tests.conftest import tiny_driver_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,15 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def env_and_data(tmp_path_factory):
   root = tmp_path_factory.mktemp("train")
-  for src, dst, n in (("data/train.jsonl", "train.jsonl", 8),
-                      ("data/heldout.jsonl", "heldout.jsonl", 4)):
-    with open(os.path.join(REPO, src), encoding="utf-8") as f:
-      lines = f.readlines()[:n]
-    with open(root / dst, "w", encoding="utf-8") as f:
-      f.writelines(lines)
-  env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(root / "jax_cache"),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  env = tiny_driver_data(root)
   return root, env
 
 
