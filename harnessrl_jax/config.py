@@ -47,6 +47,11 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+_NO_FIELD = "no such field (configs change base_config()'s fields)"
+# Sections other entry points read from a config file a training run cannot take whole.
+_FOREIGN = {"config.experiment": (
+    "an arms x seeds grid's section: run the grid with `python -m harnessrl_jax.experiment "
+    "--config=FILE`, or train one arm with --config=FILE:ARM")}
 _KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
 
@@ -81,7 +86,7 @@ def type_problems(cfg, base=None, path: str = "config") -> list[str]:
   for key in sorted(set(base.keys()) | set(cfg.keys())):
     name = f"{path}.{key}"
     if key not in base:
-      problems.append(f"{name}: no such field (configs change base_config()'s fields)")
+      problems.append(f"{name}: {_FOREIGN.get(name, _NO_FIELD)}")
     elif key not in cfg:
       problems.append(f"{name}: missing (build the config on base_config())")
     elif isinstance(base[key], ml_collections.ConfigDict):

@@ -103,7 +103,8 @@ EXPERIMENT: frozenset[str] = frozenset({
     *_leaves("evolver", "enabled attributor proposer llm_backend llm_max_tokens "
                         "llm_fallback_to_rule rounds guidance_band rubric_band "
                         "calibration_path memory_window saturated_history min_confidence "
-                        "length_ratio phrase_share disagreement_points resample_j "
+                        "length_ratio phrase_share disagreement_points intervention "
+                        "intervention_flip_share intervention_rest_points resample_j "
                         "negative_weight async_evolver calibrate_tasks calibrate_min_band"),
     # steps: the guidance schedule's quarters and the last step's evaluation depend on it
     *_leaves("train", "steps eval_tasks"),

@@ -13,7 +13,14 @@ A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
   metrics.jsonl, tb/        one row per step (the row fields below); TensorBoard scalars
   harness_history.jsonl     every applied harness op (harness/history.HistoryRecord rows)
   evolver_candidates.jsonl  every measured candidate (the evolver's CandidateRecord rows)
+  attributions.jsonl        every attributor label, a row per (step, task, criterion):
+                            {STEP: 0-based step, "task_id", "criterion_id", "label",
+                            "confidence", "backend", "signals": what the backend measured;
+                            with evolver.intervention, "correlational_label" and the
+                            edits' flips} (evolver/evolve.attribution_rows)
   oracle_groups.jsonl       logged groups for the oracle analysis (eval/oracle.group_record)
+  heldout_responses.jsonl   each held-out evaluation's greedy responses, a row per task:
+                            {STEP: completed steps, "task_id", "response"}
   summary.json              the run's summary (the summary fields below)
   report.md, *.png          the report (eval/report.py)
 and, written by `python -m harnessrl_jax.evaluate --run=DIR`:
@@ -35,7 +42,9 @@ METRICS = "metrics.jsonl"
 TENSORBOARD = "tb"
 HISTORY = "harness_history.jsonl"
 CANDIDATES = "evolver_candidates.jsonl"
+ATTRIBUTIONS = "attributions.jsonl"
 GROUPS = "oracle_groups.jsonl"
+HELDOUT_RESPONSES = "heldout_responses.jsonl"
 ORACLE = "oracle.jsonl"
 SUMMARY = "summary.json"
 REPORT = "report.md"
@@ -163,6 +172,7 @@ FINISHED = (STEPS, SKIPPED_UPDATES, HARNESS_DIGEST, PARAMS_SHA256, BEST_CHECKPOI
 SCORE = "score"           # points 0-100 (Lambda = 100): mean over domains, or null
 BY_DOMAIN = "by_domain"   # {domain: points or null}
 LIMIT = "limit"           # present on an evaluation of a subset: not a held-out point
+RESPONSES = "responses"   # {task id: response}; the driver moves it to heldout_responses.jsonl
 # UNSCORED: the evaluation's unscored record
 
 # ---- eval_step<N>.json
@@ -173,3 +183,19 @@ EVAL_ORACLE = "oracle"    # eval/oracle.overall of the logged groups
 OOD_MEAN = "ood_mean"
 METRIC = "metric"
 NUM_ITEMS = "num_items"
+
+# ---- row fields the testbed analysis reads (eval/testbed.py): heldout_responses.jsonl,
+# oracle_groups.jsonl (eval/oracle.group_record; RESPONSES: its J responses),
+# evolver_candidates.jsonl (CandidateRecord.to_json), attributions.jsonl
+
+TASK_ID, CRITERION_ID = "task_id", "criterion_id"
+RESPONSE = "response"             # heldout_responses.jsonl: the greedy response
+GROUP_TASK = "task"               # oracle_groups.jsonl: the task as drawn (its seed rubric)
+ROUTE = "route"                   # evolver_candidates.jsonl
+LABEL = "label"                   # attributions.jsonl: the attributor label used
+SIGNALS = "signals"               # attributions.jsonl: the label's evidence, and
+CORRELATIONAL_LABEL = "correlational_label"   # the label before the interventional test
+
+# ---- an experiment's directory (harnessrl_jax/experiment.py): its report
+# (eval/experiment_report.py) is REPORT with its PNGs, and REPORT_JSON, the same numbers
+REPORT_JSON = "report.json"

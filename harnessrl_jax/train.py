@@ -196,7 +196,8 @@ def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParam
   primary = distributed.is_primary()   # the others evolve alike but log nothing
   evolver = build_evolver(
       cfg, judge=judge, history_log=history_log,
-      candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None)
+      candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None,
+      attribution_log=os.path.join(workdir, run_files.ATTRIBUTIONS) if primary else None)
   memory = Memory(cfg.memory, embedder_from_config(cfg.memory)) if cfg.ablation.memory else None
   return loop.make_evolve(evolver, texts, law), memory, setup_ops
 
@@ -266,8 +267,8 @@ def fresh_start(run: Run) -> Progress:
   process 0, the one that writes them), the calibration's ops are applied to H_0 (and
   logged), and the held-out score before any update is taken."""
   if distributed.is_primary():
-    for name in (run_files.HISTORY, run_files.CANDIDATES, run_files.GROUPS,
-                 run_files.METRICS):
+    for name in (run_files.HISTORY, run_files.CANDIDATES, run_files.ATTRIBUTIONS,
+                 run_files.GROUPS, run_files.METRICS, run_files.HELDOUT_RESPONSES):
       if os.path.exists(os.path.join(run.workdir, name)):
         os.remove(os.path.join(run.workdir, name))
     run.writer.cut_back(0)   # and its TensorBoard scalars
@@ -278,8 +279,8 @@ def fresh_start(run: Run) -> Progress:
                         measurement={run_files.SOURCE: run_files.SOURCE_CALIBRATION})
   if run.memory is not None:
     run.memory.sync_rubrics(h)
-  heldout = loop.evaluate(run.heldout_tasks, run.learner, run.initial_state.params,
-                          run.eval_key)
+  heldout = _heldout_responses_out(run, 0, loop.evaluate(
+      run.heldout_tasks, run.learner, run.initial_state.params, run.eval_key))
   say(f"held-out score at start: {_points(heldout['score'])}")
   return Progress(0, run.initial_state, run.run_key, h, run.memory, len(run.setup_ops),
                   metrics.new_summary(heldout))
@@ -287,10 +288,11 @@ def fresh_start(run: Run) -> Progress:
 
 def resume(run: Run, step: int) -> Progress:
   """The run as checkpoint `step` left it. What the interrupted run wrote after it
-  (history, metrics, group and candidate lines) is dropped by process 0 before any process
-  reads the history; a metrics row the kill kept from being written is restored from the
-  checkpoint. The checkpoint's share of the history must be an intact hash chain ending at
-  the head the checkpoint stored, and H_0 replayed through it must match its digest."""
+  (history, metrics, group, candidate and attribution lines) is dropped by process 0 before
+  any process reads the history; a metrics row the kill kept from being written is
+  restored from the checkpoint. The checkpoint's share of the history must be an intact
+  hash chain ending at the head the checkpoint stored, and H_0 replayed through it must
+  match its digest."""
   workdir = run.workdir
   restored, meta = run.ckpts.restore(
       step, restore_target(state_tree(run.initial_state, run.run_key)))
@@ -316,8 +318,11 @@ def resume(run: Run, step: int) -> Progress:
                        f"match checkpoint {step}; run `python -m harnessrl_jax.audit "
                        f"{workdir}`")
   if distributed.is_primary():
-    for name in (run_files.METRICS, run_files.GROUPS, run_files.CANDIDATES):
+    for name in (run_files.METRICS, run_files.GROUPS, run_files.CANDIDATES,
+                 run_files.ATTRIBUTIONS):
       metrics.truncate_jsonl(os.path.join(workdir, name), lambda r: r["step"] < done)
+    metrics.truncate_jsonl(os.path.join(workdir, run_files.HELDOUT_RESPONSES),
+                           lambda r: r["step"] <= done)   # completed steps, not 0-based
     metrics.restore_last_row(os.path.join(workdir, run_files.METRICS), meta["row"])
     run.writer.cut_back(done, meta["row"])   # tb/ as metrics.jsonl: each step once
   memory = run.memory
@@ -326,6 +331,18 @@ def resume(run: Run, step: int) -> Progress:
                                memory.embedder)
   say(f"resumed {workdir} from checkpoint {step} (harness {meta['harness_digest'][:12]})")
   return Progress(done, state, run_key_of(restored), h, memory, n, meta["summary"])
+
+
+def _heldout_responses_out(run: Run, step: int, result: dict[str, Any]) -> dict[str, Any]:
+  """A held-out result without its responses, which go to heldout_responses.jsonl (with
+  `step`, the completed steps) rather than into the summary and every checkpoint."""
+  responses = result.pop(run_files.RESPONSES)
+  if distributed.is_primary():
+    with open(os.path.join(run.workdir, run_files.HELDOUT_RESPONSES), "a",
+              encoding="utf-8") as f:
+      f.writelines(json.dumps({run_files.STEP: int(step), "task_id": tid, "response": r},
+                              ensure_ascii=False) + "\n" for tid, r in responses.items())
+  return result
 
 
 def start(run: Run) -> Progress:
@@ -359,8 +376,8 @@ def train_loop(run: Run, p: Progress) -> Progress:
 
     heldout = None
     if due(n, t.eval_every, total):
-      heldout = loop.evaluate(run.heldout_tasks, run.learner, state.params, run.eval_key,
-                              after=n)
+      heldout = _heldout_responses_out(run, n, loop.evaluate(
+          run.heldout_tasks, run.learner, state.params, run.eval_key, after=n))
       summary = metrics.with_heldout(summary, n, heldout, final=n == total)
     row = metrics.step_row(rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout)
     if run.writer is not None and t.oracle_groups_every > 0 and due(

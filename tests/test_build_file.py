@@ -13,8 +13,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RULES = ("py_library", "py_binary", "py_test", "filegroup")
-ENTRY_POINTS = ("train", "evaluate", "calibrate", "audit", "serve", "data/validate",
-                "data/convert", "distributed")
+ENTRY_POINTS = ("train", "evaluate", "calibrate", "experiment", "audit", "serve",
+                "data/validate", "data/convert", "distributed")
 
 
 class BuildError(Exception):

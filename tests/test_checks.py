@@ -324,6 +324,28 @@ CASES = [
      "Write a poem about cats.", False),
     ("repeat_changed_first_word", {"text": "Write a poem about cats."},
      "Compose a poem about cats. Cats are soft.", False),
+    # exploit-closing kinds: the padded / repeated response passes the plain kind and
+    # fails these
+    ("distinct_sentence_word_count", {"min": 5}, "Rest helps. Drink water now.", True),
+    ("distinct_sentence_word_count", {"min": 5}, "Rest helps. Rest helps! rest HELPS.", False),
+    ("fluent_word_count", {"min": 8}, "Rest is the best cure. Drink a lot of water.", True),
+    ("fluent_word_count", {"min": 8}, "Rest is the best. Rest is the best. Xqz vlor ptah "
+     "brun kelo.", False),
+    ("keyword_sentence_count", {"keywords": ["sleep"], "min": 3},
+     "Sleep early. Good sleep needs a dark room. Sleep is key.", True),
+    ("keyword_sentence_count", {"keywords": ["sleep"], "min": 3},
+     "Sleep, sleep, sleep. Sleep early. Sleep early.", False),
+    ("max_sentence_repeats", {"max": 1}, "Rest helps. Drink water.", True),
+    ("max_sentence_repeats", {"max": 1}, "Rest helps. Drink water. Rest helps!", False),
+    ("distinct_word_ratio", {"min": 0.8}, "Rest and drink water.", True),
+    ("distinct_word_ratio", {"min": 0.8}, "Rest rest rest and water.", False),
+    ("distinct_word_ratio", {"min": 0.0}, "", False),
+    ("keywords_in_same_sentence", {"keywords": ["sorry"], "with": ["headache", "pain"]},
+     "I'm sorry the headache keeps you up. Try rest.", True),
+    ("keywords_in_same_sentence", {"keywords": ["sorry"], "with": ["headache", "pain"]},
+     "I'm sorry. Headaches are common.", False),
+    ("repeated_sentences", {"min": 2}, "Rest helps. Drink water. Rest helps!", True),
+    ("repeated_sentences", {"min": 2}, "Rest helps. Drink water.", False),
 ]
 
 

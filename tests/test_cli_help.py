@@ -18,6 +18,8 @@ COMMANDS = [
     ("harnessrl_jax.audit", "--help", ("RUN_DIR",)),
     ("harnessrl_jax.calibrate", "--help", ("--config", "--workdir")),
     ("harnessrl_jax.calibrate", "-h", ("--workdir",)),
+    ("harnessrl_jax.experiment", "--help", ("--config", "--workdir", "--task_index",
+                                            "--report_only")),
     ("harnessrl_jax.serve", "--help", ("--model", "--port")),
     ("harnessrl_jax.distributed", "--help", ("--then", "MODULE_ARGS")),
     ("harnessrl_jax.data.validate", "--help", ("FILE",)),

@@ -1,13 +1,15 @@
 """Constructed scenarios where the failure class is known: label, route and the critic's
 verdict; band rejection with feedback and the noop after B rounds; determinism."""
 
+import dataclasses
 import json
 
 import jax
 import numpy as np
 import pytest
 
-from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.data.frozen import FrozenMap
+from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
 from harnessrl_jax.evolver.critic import unmeasurable_reasons
 from harnessrl_jax.evolver.evolve import CriticError
@@ -222,7 +224,7 @@ def test_async_evolver_gives_the_sync_result():
   assert [r.to_json() for r in res.records] == [r.to_json() for r in sync.records]
 
 
-def test_padding_gets_a_negative_criterion_accepted():
+def test_padding_gets_its_word_count_check_tightened():
   _, groups, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES])
   np.testing.assert_array_equal(groups[0].scores, [[1, 1, 0, 0], [0, 0, 1, 1]])
   lab = labels(res, "t-pad")
@@ -232,25 +234,63 @@ def test_padding_gets_a_negative_criterion_accepted():
   assert signals["by_length"] and not signals["phrase"] and signals["length_ratio"] > 3
   assert "This is an important point to consider." in lab["c2"].evidence
   (rec,) = [r for r in res.records if r.route == "rubric"]
-  # c2 carries a word-count check, so a rewrite could not change its verdicts: the first
-  # candidate is the penalty for padding, met by the two padded responses (10 of 100
-  # points each): r 0.5 -> 0.45.
+  # c2's word_count check becomes fluent_word_count: the padded responses say
+  # 15 distinct words, not 30, and lose c2's 40 points: r 0.5 -> 0.3.
+  assert rec.verdict == "accepted" and rec.candidate.kind == "rubric:tighten"
+  assert rec.measurement.delta == pytest.approx(20.0, abs=1e-4)
+  (c2,) = [c for c in res.harness.criteria("t-pad") if c.id == "c2"]
+  assert c2.check.to_json() == {"type": "fluent_word_count", "min": 30}
+  assert c2.text == ("Is thorough and detailed; only sentences that read as text count "
+                     "towards its length, repeated ones once.")
+
+
+PADDED_ANCHOR = Task("t-pad", "science", fx.PADDED.prompt,
+                     (fx.PADDED.criteria[0],
+                      dataclasses.replace(fx.PADDED.criteria[1], anchor=True)))
+
+
+def test_padding_of_an_anchor_gets_a_penalty_with_a_check_accepted():
+  # An anchor may only be reweighted: no tighten. The penalty's check passes on the
+  # padded responses (a sentence said twice or more), 10 of 100 points each: 0.5 -> 0.45.
+  _, _, _, res = run([PADDED_ANCHOR], [fx.PADDED_RESPONSES])
+  (rec,) = [r for r in res.records if r.route == "rubric"]
   assert rec.verdict == "accepted" and rec.candidate.kind == "rubric:negative"
-  assert rec.candidate.ops[0].weight == -10.0
+  (op,) = rec.candidate.ops
+  assert op.weight == -10.0 and op.check.to_json() == {"type": "repeated_sentences", "min": 2}
   assert rec.measurement.delta == pytest.approx(5.0, abs=1e-4)
   new = [c for c in res.harness.criteria("t-pad") if c.id == "c2-hack"]
-  assert new and new[0].weight < 0 and new[0].text.startswith("Pads the response")
+  assert new and new[0].weight < 0 and new[0].text.startswith("Repeats a sentence")
+
+
+# c2 (a sentence-count check, which has no exploit-closing version) is met only by the
+# responses that miss c1: spurious by disagreement, with no stock phrase, no repeated
+# sentence and no length signal, so no penalty check detects the hack either.
+# (c1 disagrees with c2 as much; c2 weighs more, so it is the target.)
+TERSE = Task("t-terse", "science", (Message("user", "Why do leaves change colour?"),), (
+    Criterion("c1", "Explains that chlorophyll breaks down", 4.0, check=fx.kw("chlorophyll")),
+    Criterion("c2", "Gives the cause and an example", 6.0, anchor=False,
+              check=Check("sentence_count", FrozenMap({"min": 2}))),
+))
+TERSE_RESPONSES = (
+    "Chlorophyll breaks down in the autumn light.",
+    "The chlorophyll fades as the days get shorter.",
+    "Leaves change in autumn. Trees get ready.",
+    "Colours shift every year. Cold nights come.",
+)
 
 
 def test_candidates_whose_new_criteria_get_no_verdict_are_unmeasurable():
-  # Program checks only: new criteria (the penalty, the split parts) carry no check, so
-  # they get no verdict at all: unmeasurable (not Delta = 0), and back to the proposer,
-  # which tries the next kind. The reweight of c2 (it has a check) is measured: Delta = 0.
-  _, _, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES], llm_judge=False)
+  # Program checks only: the natural-language candidates (the penalty in words, the split
+  # parts) carry no check, so they get no verdict at all: unmeasurable (not Delta = 0),
+  # and back to the proposer, which tries the next kind. The reweight of c2 (it has a
+  # check) is measured: Delta = 0.
+  _, _, _, res = run([TERSE], [TERSE_RESPONSES], llm_judge=False)
+  assert labels(res, "t-terse")["c2"].label == "spurious"
   recs = [r for r in res.records if r.route == "rubric"]
   assert [r.verdict for r in recs] == ["unmeasurable", "unmeasurable", "rejected", "noop"]
   assert [r.candidate.kind for r in recs[:3]] == [
       "rubric:negative", "rubric:split", "rubric:reweight"]
+  assert recs[0].candidate.ops[0].check is None
   assert recs[0].measurement.reasons == (
       "unmeasurable: no verdict on changed criteria c2-hack",)
   assert recs[1].measurement.reasons == (

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import harnessrl_jax.harness as H
-from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.data.frozen import FrozenMap
+from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.errors import DataError, HarnessError
 from harnessrl_jax.harness.history import GENESIS, BrokenHistory, head_of
 
@@ -291,3 +292,27 @@ def test_measurement_must_be_plain_json():
   with pytest.raises(HarnessError, match="not plain JSON"):
     H.apply_logged(H.from_tasks(tasks()), H.SamplingLevelDown("t0"), step=0,
                    measurement={"delta": float("nan")})
+
+
+def test_a_check_is_state_in_the_digest_and_replays(tmp_path):
+  words = Check("word_count", FrozenMap({"min": 30}))
+  distinct = Check("distinct_sentence_word_count", FrozenMap({"min": 30}))
+  h0 = H.from_tasks(tasks())
+  plain = H.apply(h0, H.RubricCreate("t0", "n0", "long", 40.0))
+  checked = H.apply(h0, H.RubricCreate("t0", "n0", "long", 40.0, check=words))
+  assert H.canonical(checked)["tasks"][0]["criteria"][3]["check"] == {"type": "word_count",
+                                                                       "min": 30}
+  # Same text, another check: another digest (and text alone keeps the check's digest).
+  swapped = H.apply(checked, H.RubricRewrite("t0", "n0", "long", distinct))
+  assert len({H.digest(plain), H.digest(checked), H.digest(swapped)}) == 3
+  ops = [H.RubricCreate("t0", "n0", "long", 40.0, check=words),
+         H.RubricRewrite("t0", "n0", "long; repeats count once", distinct),
+         H.RubricRewrite("t0", "n0", "long, repeats counted once")]
+  log = H.HistoryLog(tmp_path / "history.jsonl")
+  h = h0
+  for step, op in enumerate(ops):
+    h, _ = H.apply_logged(h, op, step=step, log=log)
+  records = H.read_history(tmp_path / "history.jsonl")
+  assert [r.op for r in records] == ops
+  assert H.digest(H.replay(h0, records)) == H.digest(h)
+  assert h.criteria("t0")[3].check == distinct

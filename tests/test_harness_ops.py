@@ -1,5 +1,8 @@
 """Harness state, sampling, guidance and rubric operations against hand-computed values."""
 
+import json
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,7 +10,8 @@ import pytest
 
 import harnessrl_jax.harness as H
 from harnessrl_jax.data.reward import rubric_reward
-from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.data.frozen import FrozenMap
+from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness.config import harness_defaults
 
@@ -227,3 +231,52 @@ def test_invariant_checker_reports_corrupted_harnesses():
   assert any("guidance_mask disagrees" in p for p in H.invariant_problems(over))
   deep = h.replace(levels=np.array([0, 4, 0], np.int32))
   assert any("levels outside" in p for p in H.invariant_problems(deep))
+
+
+WORDS30 = Check("word_count", FrozenMap({"min": 30}))
+DISTINCT30 = Check("distinct_sentence_word_count", FrozenMap({"min": 30}))
+
+
+def test_create_and_rewrite_carry_a_check():
+  h = H.apply(H.from_tasks(tasks()), H.RubricCreate("t1", "n0", "long", 1.0, check=WORDS30))
+  assert h.criteria("t1")[1].check == WORDS30
+  # Text only: the check stays. A new check with the same text is a change of its own.
+  kept = H.apply(h, H.RubricRewrite("t1", "n0", "long enough"))
+  assert kept.criteria("t1")[1].check == WORDS30
+  swapped = H.apply(h, H.RubricRewrite("t1", "n0", "long", DISTINCT30))
+  assert (swapped.criteria("t1")[1].text, swapped.criteria("t1")[1].check) == (
+      "long", DISTINCT30)
+  with pytest.raises(HarnessError, match="already has this text and check"):
+    H.apply(h, H.RubricRewrite("t1", "n0", "long", WORDS30))
+  with pytest.raises(HarnessError, match="must be a data.schema.Check"):
+    H.apply(h, H.RubricCreate("t1", "n1", "x", 1.0, check={"type": "word_count", "min": 3}))
+  with pytest.raises(HarnessError, match="anchor"):
+    H.apply(h, H.RubricRewrite("t1", "p0", "rhymes", DISTINCT30))
+
+
+def test_op_json_with_a_check():
+  op = H.RubricRewrite("t", "c", "x", DISTINCT30)
+  assert H.op_to_json(op) == {"op": "rubric_rewrite", "task_id": "t", "criterion_id": "c",
+                              "text": "x",
+                              "check": {"type": "distinct_sentence_word_count", "min": 30}}
+  assert H.op_from_json(H.op_to_json(op)) == op
+  listed = H.RubricCreate("t", "c", "x", -2.0, ("hack",), Check(
+      "keyword_present", FrozenMap({"keywords": ["I hope this helps"], "mode": "any"})))
+  assert H.op_from_json(json.loads(json.dumps(H.op_to_json(listed)))) == listed
+  # No check: no "check" key, as before ops carried checks; null reads as no check.
+  assert "check" not in H.op_to_json(H.RubricCreate("t", "c", "x", 1.0))
+  base = {"op": "rubric_create", "task_id": "t", "criterion_id": "c", "text": "x",
+          "weight": 1.0}
+  assert H.op_from_json({**base, "check": None}).check is None
+  for check, why in [({"type": "word_count"}, "rubric_create: invalid check: check "
+                                              "'word_count': give at least one of min/max"),
+                     ({"type": "no_such_kind"}, "rubric_create: invalid check: check "
+                                                "'no_such_kind': unknown check type"),
+                     ({"type": "word_count", "min": "3"}, "arg 'min' must be int"),
+                     ("word_count", "rubric_create: check must be an object"),
+                     ({"min": 3}, "rubric_create: check must be an object")]:
+    with pytest.raises(HarnessError, match=re.escape(why)):
+      H.op_from_json({**base, "check": check})
+  with pytest.raises(HarnessError, match="fields"):
+    H.op_from_json({"op": "rubric_delete", "task_id": "t", "criterion_id": "c",
+                    "check": {"type": "word_count", "min": 3}})

@@ -65,7 +65,7 @@ def runs(env_and_data):
   if (b / "memory" / "1").exists() and not (b / "memory" / "2").exists():
     shutil.copytree(b / "memory" / "1", b / "memory" / "2")
   for name in ("harness_history.jsonl", "metrics.jsonl", "evolver_candidates.jsonl",
-               "oracle_groups.jsonl"):
+               "attributions.jsonl", "oracle_groups.jsonl"):
     with open(b / name, "a", encoding="utf-8") as f:
       f.write('{"step": 1, "cut by the ki')
   resumed = subprocess.run(train_cmd(root, b), cwd=REPO, env=env, capture_output=True,
@@ -141,7 +141,8 @@ def test_killed_run_resumes_bit_identical(runs):
   assert len(pa) == len(pb) > 0
   for x, y in zip(pa, pb):
     assert np.asarray(x).tobytes() == np.asarray(y).tobytes()
-  for name in ("harness_history.jsonl", "evolver_candidates.jsonl", "oracle_groups.jsonl"):
+  for name in ("harness_history.jsonl", "evolver_candidates.jsonl", "attributions.jsonl",
+               "oracle_groups.jsonl"):
     assert (a / name).read_text() == (b / name).read_text(), name
   rows = lambda d: [(r["step"], r["reward"], r["loss"], r["tasks"]) for r in
                     map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]

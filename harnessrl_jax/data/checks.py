@@ -1097,3 +1097,100 @@ def _repeat_changed_first_word(response, args, prompt):
   return (len(ours) == len(theirs) and ours[1:] == theirs[1:]
           and ours[0].lower().strip(string.punctuation)
           != theirs[0].lower().strip(string.punctuation))
+
+
+# ---------------------------------------------------------------------------------------
+# Exploit-closing kinds: the same measures as the length and keyword kinds above, made
+# robust to the surface features a policy can learn instead of the behaviour (repeated
+# sentences, a keyword said over and over, a stock phrase on its own). The testbed's oracle
+# criteria and the evolver's rubric candidates use them. Two sentences are the same when
+# their case-folded words are.
+
+
+def _sentence_key(sentence: str) -> tuple[str, ...]:
+  return tuple(w.lower() for w in tu.words(sentence))
+
+
+def _distinct_sentences(response: str) -> list[str]:
+  """The sentences of `response` with repeats dropped (first occurrence kept)."""
+  seen: set[tuple[str, ...]] = set()
+  out = []
+  for s in tu.sentences(response):
+    key = _sentence_key(s)
+    if key and key not in seen:
+      seen.add(key)
+      out.append(s)
+  return out
+
+
+@_register("distinct_sentence_word_count", _INT_BOUNDS, bounds=True)
+def _distinct_sentence_word_count(response, args, prompt):
+  """The number of words, counting each repeated sentence once, lies within min/max."""
+  return _within(sum(len(tu.words(s)) for s in _distinct_sentences(response)), args)
+
+
+def _reads_as_english(sentence: str) -> bool:
+  """At least 3 words, a fifth of them common function words: text, not a token salad."""
+  ws = [w.lower() for w in tu.words(sentence)]
+  return len(ws) >= 3 and sum(w in tu.STOP_WORDS for w in ws) >= 0.2 * len(ws)
+
+
+@_register("fluent_word_count", _INT_BOUNDS, bounds=True)
+def _fluent_word_count(response, args, prompt):
+  """The number of words in sentences that read as English (3+ words, a fifth of them
+  common function words), each repeated sentence counted once, lies within min/max: the
+  length of a response without its filler."""
+  return _within(sum(len(tu.words(s)) for s in _distinct_sentences(response)
+                     if _reads_as_english(s)), args)
+
+
+@_register("keyword_sentence_count", {"keywords": (list[str], True), **_INT_BOUNDS, **_CASE},
+           bounds=True, extra=_nonempty("keywords"))
+def _keyword_sentence_count(response, args, prompt):
+  """The number of distinct sentences that contain any of `keywords` lies within min/max
+  (a keyword said twice in one sentence, or a sentence said twice, counts once)."""
+  cs = args.get("case_sensitive", False)
+  patterns = [tu.keyword_regex(k, cs) for k in args["keywords"]]
+  n = sum(any(p.search(s) for p in patterns) for s in _distinct_sentences(response))
+  return _within(n, args)
+
+
+@_register("max_sentence_repeats", {"max": (int, True)}, extra=_at_least(1, "max"))
+def _max_sentence_repeats(response, args, prompt):
+  """No sentence occurs more than `max` times."""
+  counts = collections.Counter(k for k in map(_sentence_key, tu.sentences(response)) if k)
+  return max(counts.values(), default=0) <= args["max"]
+
+
+@_register("distinct_word_ratio", _FLOAT_BOUNDS, bounds=True,
+           extra=lambda a: [f"arg {n!r} must lie in [0, 1], got {a[n]}" for n in ("min", "max")
+                            if a.get(n) is not None and not 0 <= a[n] <= 1])
+def _distinct_word_ratio(response, args, prompt):
+  """Distinct words (case-folded) over all words lies within min/max; no words fails."""
+  ws = [w.lower() for w in tu.words(response)]
+  return bool(ws) and _within(len(set(ws)) / len(ws), args)
+
+
+@_register("keywords_in_same_sentence", {"keywords": (list[str], True),
+                                         "with": (list[str], True), **_CASE},
+           extra=_nonempty("keywords", "with"))
+def _keywords_in_same_sentence(response, args, prompt):
+  """Some sentence contains one of `keywords` and one of `with` (e.g. an apology that
+  names the user's situation, not a stock "I'm sorry." on its own)."""
+  cs = args.get("case_sensitive", False)
+  first = [tu.keyword_regex(k, cs) for k in args["keywords"]]
+  second = [tu.keyword_regex(k, cs) for k in args["with"]]
+  return any(any(p.search(s) for p in first) and any(p.search(s) for p in second)
+             for s in tu.sentences(response))
+
+
+# Penalty detectors: a penalty criterion (negative weight) is "met" when the bad behaviour
+# happened, so these pass exactly when a response shows the hack the kinds above close.
+
+
+@_register("repeated_sentences", _INT_BOUNDS, bounds=True)
+def _repeated_sentences(response, args, prompt):
+  """How often the most repeated sentence occurs lies within min/max (`min: 2`: some
+  sentence is said at least twice); no sentence counts 0."""
+  counts = collections.Counter(k for k in map(_sentence_key, tu.sentences(response)) if k)
+  return _within(max(counts.values(), default=0), args)

@@ -48,7 +48,8 @@ def score(tasks: Sequence[Task], judged: Judged, responses: Sequence[str]) -> di
           "score": float(np.mean(means)) if means else None,
           "by_domain": by_domain, "num_items": len(items), "items": items,
           "invalid": int((~valid).sum()), rf.UNSCORED: judged.unscored.to_json(),
-          "example": {"task": tasks[0].id, "response": responses[0]} if tasks else None}
+          "example": {"task": tasks[0].id, "response": responses[0]} if tasks else None,
+          rf.RESPONSES: {t.id: r for t, r in zip(tasks, responses)}}
 
 
 def evaluate(tasks: Sequence[Task], generate: Generate, judge, *,

@@ -8,6 +8,9 @@ a[i, s] and b[i, s] to the same item and seed). The statistic is mean(a - b).
   - permutation_test: under H0 the two systems are exchangeable per item, so each item's
     pair is swapped (its difference's sign flipped) at random; the two-sided p-value is
     (1 + #{|mean d*| >= |mean d|}) / (1 + num_permutations), never 0.
+  - nested_bootstrap: for repeated runs (seeds) whose numbers are ratios of sums over units
+    (tasks, groups): resamples seeds, and units within each drawn seed, each within its
+    stratum; paired by applying the same draws to two systems laid out alike.
 Every function takes an explicit seed for its numpy Generator.
 """
 
@@ -81,3 +84,97 @@ def compare(a, b, *, seed: int, num_resamples: int = 10_000) -> dict:
   return {"difference": ci.difference, "ci_low": ci.low, "ci_high": ci.high,
           "confidence": ci.confidence, "p_value": p, "num_items": int(np.shape(a)[0]),
           "num_resamples": num_resamples}
+
+
+# ---- nested bootstrap of ratio statistics, over seeds and the units within them
+#
+# A testbed experiment repeats a run over seeds, and each run's numbers are sums over units
+# (held-out tasks, logged groups): a score, a hack rate or a class share is a ratio of sums
+# sum(num) / sum(den). One resample draws the seeds with replacement and, within each drawn
+# seed, its units with replacement inside their stratum (a task's domain), so a resample
+# keeps each stratum's size; with one seed it resamples units only. Paired: two systems laid
+# out alike (the same seeds and units in the same places) get the SAME draws, and the
+# statistic is the difference of their ratios.
+
+
+@dataclasses.dataclass(frozen=True)
+class Units:
+  """Per seed s, units i < (size[s] > 0).sum(), sorted by stratum, each with numerators
+  num[s, i, c] and denominators den[s, i, c] of C statistics; unit i's stratum occupies
+  indices [lo[s, i], lo[s, i] + size[s, i]). Padding has size 0."""
+
+  num: np.ndarray    # [S, U, C] float64
+  den: np.ndarray    # [S, U, C] float64
+  lo: np.ndarray     # [S, U] int64
+  size: np.ndarray   # [S, U] int64
+
+
+def units_of(seeds) -> Units:
+  """Units from, per seed, a list of (stratum, num [C], den [C]); every unit of every seed
+  has the same C. Units are ordered by stratum (stably), so two seeds listed alike are laid
+  out alike."""
+  seeds = [sorted(units, key=lambda u: str(u[0])) for units in seeds]
+  c = next((len(u[1]) for units in seeds for u in units), 0)
+  s, n = len(seeds), max((len(units) for units in seeds), default=0)
+  num, den = np.zeros((s, n, c)), np.zeros((s, n, c))
+  lo, size = np.zeros((s, n), np.int64), np.zeros((s, n), np.int64)
+  for i, units in enumerate(seeds):
+    strata = [str(u[0]) for u in units]
+    for j, (stratum, x, y) in enumerate(units):
+      num[i, j], den[i, j] = x, y
+      lo[i, j], size[i, j] = strata.index(str(stratum)), strata.count(str(stratum))
+  return Units(num, den, lo, size)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+  with np.errstate(invalid="ignore", divide="ignore"):
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def ratio_of_sums(u: Units) -> np.ndarray:
+  """[C]: sum(num) / sum(den) over all seeds and units (NaN where the sum of den is 0)."""
+  return _ratio(u.num.sum(axis=(0, 1)), u.den.sum(axis=(0, 1)))
+
+
+def _resampled(u: Units, seeds: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+  """[m, C] ratios of m resamples: seeds [m, S] drawn seed indices, uniform [m, S, U] in
+  [0, 1) picking each slot's unit within its stratum."""
+  lo, size = u.lo[seeds], u.size[seeds]
+  pick = lo + np.minimum((uniform * size).astype(np.int64), np.maximum(size - 1, 0))
+  live = (size > 0)[..., None]
+  rows = seeds[..., None]
+  return _ratio(np.where(live, u.num[rows, pick], 0.0).sum(axis=(1, 2)),
+                np.where(live, u.den[rows, pick], 0.0).sum(axis=(1, 2)))
+
+
+def nested_bootstrap(a: Units, b: Units | None = None, *, seed: int,
+                     num_resamples: int = 2000, confidence: float = 0.95,
+                     chunk: int = 250) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(estimate, low, high), each [C]: the ratios of `a`, or with `b` the paired difference
+  ratio(a) - ratio(b) on the same draws, and the percentile interval of the resamples.
+  Resamples whose ratio is undefined (no denominator drawn) are left out; NaN where all
+  are, or where the data's own ratio is undefined."""
+  if b is not None and (a.lo.shape != b.lo.shape or a.num.shape != b.num.shape
+                        or not np.array_equal(a.size, b.size)
+                        or not np.array_equal(a.lo, b.lo)):
+    raise HarnessError("paired units must be laid out alike (the same seeds and units)")
+  estimate = ratio_of_sums(a) - (0.0 if b is None else ratio_of_sums(b))
+  s, n = a.size.shape
+  if s == 0 or n == 0:
+    nan = np.full(a.num.shape[2], np.nan)
+    return estimate, nan, nan.copy()
+  rng = np.random.default_rng(seed)
+  out = []
+  for start in range(0, num_resamples, chunk):   # bounded memory for many units
+    m = min(chunk, num_resamples - start)
+    seeds, uniform = rng.integers(0, s, size=(m, s)), rng.random((m, s, n))
+    r = _resampled(a, seeds, uniform)
+    out.append(r if b is None else r - _resampled(b, seeds, uniform))
+  draws = np.concatenate(out)
+  alpha = (1.0 - confidence) / 2
+  low, high = np.full(len(estimate), np.nan), np.full(len(estimate), np.nan)
+  for k in range(len(estimate)):
+    ok = draws[:, k][np.isfinite(draws[:, k])]
+    if ok.size and np.isfinite(estimate[k]):
+      low[k], high[k] = np.quantile(ok, [alpha, 1 - alpha])
+  return estimate, low, high

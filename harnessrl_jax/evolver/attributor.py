@@ -10,15 +10,40 @@ Three questions (spec section 4), asked of each criterion of the recorded group:
                   rest of the rubric -> spurious; otherwise agree.
 Routing: blind -> guidance, saturated -> sampling, spurious -> rubric (types.ROUTES).
 
+Intervention (evolver.intervention, beyond the paper): the signals above are correlations;
+`Intervention` tests them. It takes every criterion with satisfying and non-satisfying
+responses that is labelled spurious, or agree while an edit below changes one of its
+satisfying responses (a surface feature the correlational thresholds missed), edits the
+satisfying responses and regrades the edited texts with the judge under the group's rubric:
+  phrase      drop the generic stock sentences (phrases.strip_generic);
+  repetition  keep a repeated sentence's first occurrence, say a doubled word once;
+  length      cut to the longest non-satisfying response's word count at a sentence
+              boundary (only when the satisfying responses are at least length_ratio
+              times as long on average: length is then a suspect);
+  all         the three in turn, for a response that two or more of them change.
+Each edit is tried on its own (so the log says which feature carried the verdict). The
+label is "spurious" when, for some edit (the first in that order), the criterion's verdict
+flips from satisfied to not on MORE than intervention_flip_share of the satisfying
+responses the edit changed while the rest of the rubric (every other criterion) does not
+score those edited responses more than intervention_rest_points lower on average than the
+originals (a larger fall: the edit removed real content). Otherwise "agree", also when no
+edit changes any satisfying response (a disagreement alone is not tested, and no longer
+enough). The label before the intervention is kept in the signals
+(`correlational_label`); if the judge leaves a regraded cell of the criterion without a
+verdict, that label stands, with a note.
+
 Backends share one interface, `attribute(group, harness, memory, step) -> (TaskAttribution,
-Cost)` (the cost is the LLM requests the call sent):
+Cost)` (the cost is the LLM requests the call sent, and the intervention's judge cells):
 `RuleAttributor` (deterministic, from the score matrix and memory's time index) and
 `LLMAttributor` (the same questions asked of an LLM through a judge TextClient; the JSON
-answer is parsed strictly, with the rule backend as the fallback).
+answer is parsed strictly, with the rule backend as the fallback). Both run the
+intervention on their labels when it is on.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +57,7 @@ from harnessrl_jax.evolver import llm_json, phrases
 from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.types import LABELS, Cost, CriterionLabel, Group, TaskAttribution
 from harnessrl_jax.judges.client import ServerError
+from harnessrl_jax.judges.grading import grade
 
 
 def prior_rates(memory, task_id: str, criterion_id: str, step: int) -> np.ndarray:
@@ -66,14 +92,204 @@ def _quote(sentences: Sequence[str], limit: int = 3) -> tuple[str, ...]:
   return tuple(dict.fromkeys(s for s in sentences if s))[:limit]
 
 
+def surface(group: Group, sat: np.ndarray, config: EvolverConfig) -> dict[str, Any]:
+  """The surface signals of one criterion (`sat`: its row of group.satisfied(), with
+  satisfying and non-satisfying responses): which responses satisfy it (yes) and which do
+  not (no), each response's generic sentences and word count, the satisfiers' mean length
+  ratio to the others, and the phrase / length flags."""
+  yes = [j for j in range(len(sat)) if sat[j] == 1]
+  no = [j for j in range(len(sat)) if sat[j] == 0]
+  generic = [phrases.generic_sentences(r) for r in group.responses]
+  share_yes = float(np.mean([bool(generic[j]) for j in yes]))
+  phrase = share_yes >= config.phrase_share and not any(generic[j] for j in no)
+  lengths = np.array([phrases.num_words(r) for r in group.responses], np.float64)
+  ratio = float(lengths[yes].mean() / max(lengths[no].mean(), 1.0))
+  by_length = bool(lengths[yes].min() > lengths[no].max() and ratio >= config.length_ratio)
+  return {"yes": yes, "no": no, "generic": generic, "lengths": lengths,
+          "phrase": bool(phrase), "ratio": ratio, "by_length": by_length}
+
+
+def surfaces(group: Group, config: EvolverConfig) -> dict[int, dict[str, Any]]:
+  """`surface` of every criterion that some responses satisfy and some do not."""
+  sat_all = group.satisfied()
+  return {k: surface(group, sat_all[k], config) for k in range(len(group.criteria))
+          if (sat_all[k] == 1).any() and (sat_all[k] == 0).any()}
+
+
+def suspects_of(surface_of: dict[int, dict[str, Any]]) -> set[int]:
+  """Criteria whose satisfiers are separated by a phrase or length signal. They are left
+  out of the "rest of the rubric" the others are compared with: disagreement is
+  symmetric, and the suspect should not make an honest criterion look spurious."""
+  return {k for k, s in surface_of.items() if s["phrase"] or s["by_length"]}
+
+
+# The intervention's edits in the order they are tried; "all" applies them in turn.
+EDITS = ("phrase", "repetition", "length", "all")
+
+
+def edited_versions(text: str, limit: int | None) -> dict[str, str]:
+  """{edit: `text` with that surface feature taken out} for the edits that change it
+  (`limit`: the length edit's word limit, None: no length edit), and "all" when two or
+  more of them do."""
+  out = {"phrase": phrases.strip_generic(text), "repetition": phrases.drop_repetition(text),
+         "length": text if limit is None else phrases.cut_to_words(text, limit)}
+  out = {e: t for e, t in out.items() if t != text}
+  if len(out) > 1:
+    both = phrases.drop_repetition(phrases.strip_generic(text))
+    out["all"] = both if limit is None else phrases.cut_to_words(both, limit)
+  return out
+
+
+def removed_sentences(text: str, edited: str) -> list[str]:
+  """The sentences of `text` that `edited` no longer holds (as often as they went)."""
+  left = collections.Counter(phrases.sentences(edited))
+  out = []
+  for s in phrases.sentences(text):
+    if left[s] > 0:
+      left[s] -= 1
+    else:
+      out.append(s)
+  return out
+
+
+def _mean_change(before: np.ndarray, after: np.ndarray) -> float | None:
+  """Mean of after - before over the pairs where both are defined (None: no such pair)."""
+  ok = np.isfinite(before) & np.isfinite(after)
+  return float(np.mean(after[ok] - before[ok])) if ok.any() else None
+
+
+def _agreed(prior: CriterionLabel, signals: dict[str, Any]) -> CriterionLabel:
+  """"agree" after the intervention: an agree keeps its confidence, a spurious suspicion
+  not borne out gets the rule's agree confidence."""
+  conf = prior.confidence if prior.label == "agree" else 0.7
+  return CriterionLabel(prior.criterion_id, "agree", conf,
+                        signals=tuple(sorted(signals.items())))
+
+
+class Intervention:
+  """Tests spurious suspicions by editing the satisfying responses and regrading them with
+  the judge (module docstring). Holds nothing that changes between calls.
+
+  Args:
+    judge: a `judges.Judge` (its cache makes a repeated edited text free).
+    config: the evolver section (intervention_flip_share, intervention_rest_points,
+      length_ratio).
+    total_weight: Lambda, to express the rest of the rubric's change in points.
+  """
+
+  def __init__(self, judge, config: EvolverConfig, total_weight: float = 100.0):
+    self.judge = judge
+    self.config = config
+    self.total_weight = float(total_weight)
+
+  def apply(self, group: Group, att: TaskAttribution) -> tuple[TaskAttribution, Cost]:
+    """(`att` with its tested criteria relabelled, the regrade's judge requests and cells).
+    One judge call per group, over every distinct edited text and the whole rubric."""
+    surf = surfaces(group, self.config)
+    probes: dict[int, tuple[dict[str, dict[int, str]], int | None]] = {}
+    for k, s in surf.items():
+      prior = att.label_of(group.criteria[k].id)
+      if prior is None or prior.label not in ("spurious", "agree"):
+        continue
+      limit = self._length_limit(s)
+      by_edit: dict[str, dict[int, str]] = {}
+      for j in s["yes"]:
+        for e, t in edited_versions(group.responses[j], limit).items():
+          by_edit.setdefault(e, {})[j] = t
+      if by_edit or prior.label == "spurious":
+        probes[k] = ({e: by_edit[e] for e in EDITS if e in by_edit}, limit)
+    if not probes:
+      return att, Cost()
+    texts = list(dict.fromkeys(t for by_edit, _ in probes.values()
+                               for by_j in by_edit.values() for t in by_j.values()))
+    regraded, cost = self._regrade(group, texts)
+    col = {t: n for n, t in enumerate(texts)}
+    index = {c.id: k for k, c in enumerate(group.criteria)}
+    labels = []
+    for lab in att.labels:
+      k = index[lab.criterion_id]
+      labels.append(self._verdict(group, k, lab, *probes[k], regraded, col)
+                    if k in probes else lab)
+    return dataclasses.replace(att, labels=tuple(labels)), cost
+
+  def _length_limit(self, surf: dict[str, Any]) -> int | None:
+    """The length edit's word limit for one criterion: the longest non-satisfying
+    response's, when the satisfying ones are at least length_ratio times as long on
+    average (None otherwise: length is no suspect, and a cut would only lose content)."""
+    if surf["ratio"] < self.config.length_ratio:
+      return None
+    return int(surf["lengths"][surf["no"]].max())
+
+  def _regrade(self, group: Group, texts: Sequence[str]) -> tuple[Group | None, Cost]:
+    """The edited texts judged under the group's rubric, as a Group (None: no texts).
+    Without the judge's own limit: a lost cell keeps its criterion's label."""
+    if not texts:
+      return None, Cost()
+    judged = grade(self.judge, [group.task], [list(texts)], [group.criteria],
+                   check_limit=False)
+    k = len(group.criteria)
+    out = Group(group.task, group.criteria, tuple(texts), judged.scores[0, :k],
+                judged.scored[0, :k], judged.rewards[0])
+    return out, Cost(llm_requests=judged.requests, judge_cells=judged.cells,
+                     unscored=judged.unscored)
+
+  def _verdict(self, group: Group, k: int, prior: CriterionLabel,
+               by_edit: dict[str, dict[int, str]], limit: int | None,
+               regraded: Group | None, col: dict[str, int]) -> CriterionLabel:
+    crit = group.criteria[k]
+    sig: dict[str, Any] = {**dict(prior.signals), "correlational_label": prior.label,
+                           "correlational_confidence": round(float(prior.confidence), 6),
+                           "intervention_edits": tuple(by_edit), "length_limit_words": limit,
+                           "flipped_by": ""}
+    if not by_edit:
+      sig["intervention_note"] = "no edit changed a satisfying response"
+      return _agreed(prior, sig)
+    after_sat = regraded.satisfied()[k]
+    lost = sum(int(after_sat[col[t]] < 0) for by_j in by_edit.values() for t in by_j.values())
+    if lost:
+      sig["intervention_note"] = (f"the judge left {lost} regraded cell(s) of this criterion "
+                                  "without a verdict: the label before the intervention "
+                                  "stands")
+      return dataclasses.replace(prior, signals=tuple(sorted(sig.items())))
+    # The whole rubric but k judges whether an edit took real content with it (a second
+    # criterion won by the same surface feature falls too and counts against k: the
+    # conservative side, as the intervention is there for precision).
+    before = rest_rewards(group, {k})
+    after = rest_rewards(regraded, {k})
+    found = None
+    for e, by_j in by_edit.items():
+      js = list(by_j)
+      flipped = [j for j in js if after_sat[col[by_j[j]]] == 0]
+      change = _mean_change(before[js], after[[col[by_j[j]] for j in js]])
+      change = None if change is None else round(change * self.total_weight, 4)
+      sig.update({f"{e}_edited": len(js), f"{e}_flipped": len(flipped),
+                  f"{e}_rest_change_points": change})
+      share = len(flipped) / len(js)
+      holds = change is None or change >= -self.config.intervention_rest_points
+      if found is None and share > self.config.intervention_flip_share and holds:
+        found = (e, share, flipped)
+    if found is None:
+      return _agreed(prior, sig)
+    e, share, flipped = found
+    sig["flipped_by"] = e
+    evidence = [s for j in flipped for s in removed_sentences(group.responses[j],
+                                                              by_edit[e][j])]
+    wording = prior.wording if prior.label == "spurious" and prior.wording else crit.text
+    return CriterionLabel(crit.id, "spurious", share, evidence=_quote(evidence),
+                          wording=wording, signals=tuple(sorted(sig.items())))
+
+
 class RuleAttributor:
-  """Deterministic attribution from the score matrix and memory (see module docstring)."""
+  """Deterministic attribution from the score matrix and memory (see module docstring);
+  `intervention` (None: off) tests its spurious suspicions."""
 
   name = "rule"
 
-  def __init__(self, config: EvolverConfig, total_weight: float = 100.0):
+  def __init__(self, config: EvolverConfig, total_weight: float = 100.0, *,
+               intervention: Intervention | None = None):
     self.config = config
     self.total_weight = float(total_weight)
+    self.intervention = intervention
 
   def _confidence(self, earlier_run: int) -> float:
     history = self.config.saturated_history
@@ -81,20 +297,20 @@ class RuleAttributor:
 
   def attribute(self, group: Group, harness=None, memory=None, step: int = 0
                 ) -> tuple[TaskAttribution, Cost]:
-    """(the labels of every criterion of `group`, an empty Cost: no LLM is asked)."""
+    """(the labels of every criterion of `group`, the intervention's judge cost: no LLM
+    is asked otherwise)."""
     del harness  # the group carries the rubric it was judged under
-    return self.labels(group, memory, step), Cost()
+    att = self.labels(group, memory, step)
+    if self.intervention is None:
+      return att, Cost()
+    return self.intervention.apply(group, att)
 
   def labels(self, group: Group, memory=None, step: int = 0) -> TaskAttribution:
     """The rule labels of every criterion of `group` (the group carries its rubric)."""
     sat_all = group.satisfied()
     best = int(np.argmax(group.rewards))
-    surface = {k: self._surface(group, sat_all[k]) for k in range(len(group.criteria))
-               if ((sat_all[k] == 1).any() and (sat_all[k] == 0).any())}
-    # Criteria whose satisfiers are separated by surface signals are left out of the
-    # "rest of the rubric" the others are compared with: disagreement is symmetric, and
-    # the suspect should not make an honest criterion look spurious.
-    suspects = {k for k, s in surface.items() if s["phrase"] or s["by_length"]}
+    surf = surfaces(group, self.config)
+    suspects = suspects_of(surf)
     labels = []
     for k, crit in enumerate(group.criteria):
       sat = sat_all[k]
@@ -129,20 +345,8 @@ class RuleAttributor:
             signals=(("satisfied", n_sat), ("earlier_saturated_run", run),
                      ("generic_in_all", everywhere))))
         continue
-      labels.append(self._hacking(group, k, sat, surface[k], suspects))
+      labels.append(self._hacking(group, k, sat, surf[k], suspects))
     return TaskAttribution(group.task_id, tuple(labels), self.name)
-
-  def _surface(self, group: Group, sat: np.ndarray) -> dict[str, Any]:
-    yes = [j for j in range(len(sat)) if sat[j] == 1]
-    no = [j for j in range(len(sat)) if sat[j] == 0]
-    generic = [phrases.generic_sentences(r) for r in group.responses]
-    share_yes = float(np.mean([bool(generic[j]) for j in yes]))
-    phrase = share_yes >= self.config.phrase_share and not any(generic[j] for j in no)
-    lengths = np.array([phrases.num_words(r) for r in group.responses], np.float64)
-    ratio = float(lengths[yes].mean() / max(lengths[no].mean(), 1.0))
-    by_length = bool(lengths[yes].min() > lengths[no].max() and ratio >= self.config.length_ratio)
-    return {"yes": yes, "no": no, "generic": generic, "lengths": lengths,
-            "phrase": bool(phrase), "ratio": ratio, "by_length": by_length}
 
   def _hacking(self, group: Group, k: int, sat: np.ndarray, surf: dict[str, Any],
                suspects: set[int]) -> CriterionLabel:
@@ -264,14 +468,23 @@ class LLMAttributor:
   name = "llm"
 
   def __init__(self, client, config: EvolverConfig, *,
-               fallback: RuleAttributor | None = None):
+               fallback: RuleAttributor | None = None,
+               intervention: Intervention | None = None):
     self.client = client
     self.max_tokens = config.llm_max_tokens
     self.fallback = fallback
+    self.intervention = intervention
 
   def attribute(self, group: Group, harness=None, memory=None, step: int = 0
                 ) -> tuple[TaskAttribution, Cost]:
-    """(the labels, Cost(llm_requests=requests this call sent))."""
+    """(the labels, Cost(llm_requests=requests this call sent) plus the intervention's)."""
+    att, cost = self._ask(group, memory, step)
+    if self.intervention is None:
+      return att, cost
+    att, tested = self.intervention.apply(group, att)
+    return att, cost + tested
+
+  def _ask(self, group: Group, memory, step: int) -> tuple[TaskAttribution, Cost]:
     messages = attributor_messages(group, memory, step)
     try:
       labels, sent = llm_json.ask(self.client, messages, self.max_tokens,
@@ -292,13 +505,23 @@ def _llm_attributor(config: EvolverConfig, client, rule: RuleAttributor) -> LLMA
   if client is None:
     raise HarnessError("evolver.attributor='llm' needs a TextClient (judge backend local, "
                        "jetstream or openai)")
-  return LLMAttributor(client, config, fallback=rule if config.llm_fallback_to_rule else None)
+  return LLMAttributor(client, config, fallback=rule if config.llm_fallback_to_rule else None,
+                       intervention=rule.intervention)
 
 
 # config.evolver.attributor -> builder(config, client, rule backend)
 _ATTRIBUTORS = {"rule": lambda config, client, rule: rule, "llm": _llm_attributor}
 
 
-def make_attributor(config: EvolverConfig, *, client=None, total_weight: float = 100.0):
-  """The attributor `config.attributor` names ("rule" or "llm"; checked by EvolverConfig)."""
-  return _ATTRIBUTORS[config.attributor](config, client, RuleAttributor(config, total_weight))
+def make_attributor(config: EvolverConfig, *, client=None, judge=None,
+                    total_weight: float = 100.0):
+  """The attributor `config.attributor` names ("rule" or "llm"; checked by EvolverConfig),
+  with the intervention when `config.intervention` is on (it regrades with `judge`)."""
+  intervention = None
+  if config.intervention:
+    if judge is None:
+      raise HarnessError("evolver.intervention regrades edited responses: the attributor "
+                         "needs the judge (make_attributor(..., judge=...))")
+    intervention = Intervention(judge, config, total_weight)
+  rule = RuleAttributor(config, total_weight, intervention=intervention)
+  return _ATTRIBUTORS[config.attributor](config, client, rule)

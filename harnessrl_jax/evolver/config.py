@@ -47,6 +47,18 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       share of satisfying responses and in none of the others.
     disagreement_points: a criterion disagrees with the rest of the rubric when the rest
       of the rubric scores its satisfying responses this many points LOWER on average.
+    intervention: the rule attributor tests its "spurious" suspicions by intervention
+      (beyond the paper): it edits the suspected surface feature out of the satisfying
+      responses (stock sentences, repetition, length beyond the longest non-satisfier) and
+      regrades them with the judge; "spurious" only when the verdict then flips. Tested:
+      every criterion with satisfying and non-satisfying responses that the correlational
+      rules call spurious or whose satisfying responses an edit changes. Costs one judge
+      call per task with such criteria (docs/evolver.md, Attribution).
+    intervention_flip_share: "spurious" needs the verdict to flip (met -> unmet) on MORE
+      than this share of the satisfying responses one edit changed (0.5: a majority).
+    intervention_rest_points: ... while the rest of the rubric's reward of those edited
+      responses falls by at most this many points on average (a larger fall: the edit
+      removed real content, not a surface feature).
     resample_j: J of the critic's guidance re-sample (0: rollout.num_samples).
     negative_weight: points of a penalty criterion created for a detected hack.
     async_evolver: run step t's evolver while the RL update of step t+1 proceeds (the
@@ -78,6 +90,9 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.length_ratio = 1.5
   c.phrase_share = 0.75
   c.disagreement_points = 10.0
+  c.intervention = False
+  c.intervention_flip_share = 0.5
+  c.intervention_rest_points = 10.0
   c.resample_j = 0
   c.negative_weight = 10.0
   c.async_evolver = False
@@ -115,6 +130,9 @@ class EvolverConfig:
   length_ratio: float
   phrase_share: float
   disagreement_points: float
+  intervention: bool
+  intervention_flip_share: float
+  intervention_rest_points: float
   resample_j: int
   negative_weight: float
   async_evolver: bool
@@ -131,6 +149,13 @@ class EvolverConfig:
       raise ConfigError(f"config.evolver.rounds = {self.rounds}: must be >= 0")
     for route in ("guidance", "rubric"):
       check_band(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
+    if not 0.0 <= self.intervention_flip_share < 1.0:
+      raise ConfigError(f"config.evolver.intervention_flip_share = "
+                        f"{self.intervention_flip_share}: must be in [0, 1) (the verdict "
+                        "must flip on MORE than this share)")
+    if self.intervention_rest_points < 0:
+      raise ConfigError(f"config.evolver.intervention_rest_points = "
+                        f"{self.intervention_rest_points}: must be >= 0 (points)")
     if not 0.0 <= self.max_unscored_share <= 1.0:
       raise ConfigError(f"config.evolver.max_unscored_share = {self.max_unscored_share}: "
                         "must be in [0, 1] (a share of the critic's judged cells)")
@@ -147,7 +172,11 @@ class EvolverConfig:
         saturated_history=int(ev.saturated_history),
         min_confidence=float(ev.min_confidence), length_ratio=float(ev.length_ratio),
         phrase_share=float(ev.phrase_share),
-        disagreement_points=float(ev.disagreement_points), resample_j=int(ev.resample_j),
+        disagreement_points=float(ev.disagreement_points),
+        intervention=bool(ev.intervention),
+        intervention_flip_share=float(ev.intervention_flip_share),
+        intervention_rest_points=float(ev.intervention_rest_points),
+        resample_j=int(ev.resample_j),
         negative_weight=float(ev.negative_weight), async_evolver=bool(ev.async_evolver),
         calibrate_tasks=int(ev.calibrate_tasks),
         calibrate_min_band=float(ev.calibrate_min_band),

@@ -24,7 +24,8 @@ checked by (iii) only; the measured Delta is of the whole candidate.
 Unmeasurable (its own verdict, never a rejection with Delta = 0): the judge left a cell of
 the measurement's regrades or re-samples without a verdict (transport, parse, refused), or
 gave no verdict at all on a criterion the candidate creates or changes (e.g. a program
-judge has no check for a new criterion's text), or no rollout of the measurement has a
+judge has no verdict on a new criterion that carries no check: the proposer gives a
+criterion a check whenever the exploit it closes is checkable), or no rollout of the measurement has a
 reward. The critic grades without the judge's own limit: the evolver counts the lost cells
 of all its measurements of a step against evolver.max_unscored_share (evolve.py).
 """
@@ -69,19 +70,21 @@ def mean_reward(criteria: Sequence[Criterion], scores, scored) -> float:
       else float("nan")
 
 
-def _signature(criteria: Sequence[Criterion]) -> list[tuple[str, str, float]]:
-  return [(c.id, c.text, float(c.weight)) for c in criteria]
+def _signature(criteria: Sequence[Criterion]) -> list[tuple]:
+  return [(c.id, c.text, float(c.weight), c.check) for c in criteria]
 
 
 def silent_criteria(old: Sequence[Criterion], new: Sequence[Criterion], judged: Judged,
                     target: str) -> list[str]:
   """Ids of the criteria the candidate changes that got no verdict on any rollout of
-  `judged` (graded under `new`, one task): those `old` lacks or words differently, and the
-  `target` criterion if its weight changed. (The weights a rescale to Lambda moves are not
-  changes of the candidate's.)"""
+  `judged` (graded under `new`, one task): those `old` lacks or words or checks
+  differently, and the `target` criterion if its weight changed. (The weights a rescale to
+  Lambda moves are not changes of the candidate's.) A changed criterion that carries a
+  check gets its verdicts from any judge that runs checks, the program judge included."""
   before = {c.id: c for c in old}
   changed = [k for k, c in enumerate(new)
              if c.id not in before or c.text != before[c.id].text
+             or c.check != before[c.id].check
              or (c.id == target and c.weight != before[c.id].weight)]
   return [new[k].id for k in changed if not judged.scored[0, k].any()]
 

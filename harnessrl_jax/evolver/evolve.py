@@ -13,8 +13,11 @@ Per drawn task, in draw order:
      memory's time index; after all tasks, the semantics index is synced to H_{t+1};
   4. the critic's cells without a verdict, over all its measurements of the step, are
      checked against evolver.max_unscored_share: past it the step raises CriticError (a
-     JudgeError) after writing its candidate records, and the driver stops as it does for
-     the learner's judge failures (the step is not checkpointed).
+     JudgeError) after writing its candidate records and labels, and the driver stops as
+     it does for the learner's judge failures (the step is not checkpointed).
+Logs (each optional, appended once per step): every candidate record (`candidate_log`,
+run_files.CANDIDATES) and every criterion's label (`attribution_log`,
+run_files.ATTRIBUTIONS; `attribution_rows`).
 The three roles are separate objects and calls: the proposer never measures, the critic
 never proposes. Randomness (the critic's re-samples) comes from `key` folded with the
 task's position, the route and the round, so the same inputs and key give the same H_{t+1}
@@ -76,6 +79,22 @@ class CandidateRecord:
 
 
 ROLES = ("attributor", "proposer", "critic")
+
+
+def attribution_rows(step: int, attributions: Sequence[TaskAttribution]
+                     ) -> list[dict[str, Any]]:
+  """One attributions.jsonl row per labelled criterion: {step (0-based), task_id,
+  criterion_id, label, confidence, backend, signals} (a task left unlabelled has none)."""
+  return [{"step": int(step), "task_id": att.task_id, "criterion_id": lab.criterion_id,
+           "label": lab.label, "confidence": round(float(lab.confidence), 6),
+           "backend": att.backend, "signals": dict(lab.signals)}
+          for att in attributions for lab in att.labels]
+
+
+def _append_jsonl(path: str, rows: Sequence[dict[str, Any]]) -> None:
+  with open(path, "a", encoding="utf-8") as f:
+    for r in rows:
+      f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 class CriticError(JudgeError):
@@ -148,13 +167,15 @@ class Evolver:
   per step (harness, groups, memory, the frozen policy) is an argument of `step`."""
 
   def __init__(self, config: EvolverConfig, *, attributor, proposer, critic: Critic,
-               history_log: HistoryLog | None = None, candidate_log: str | None = None):
+               history_log: HistoryLog | None = None, candidate_log: str | None = None,
+               attribution_log: str | None = None):
     self.config = config
     self.attributor = attributor
     self.proposer = proposer
     self.critic = critic
     self.history_log = history_log
     self.candidate_log = candidate_log
+    self.attribution_log = attribution_log
 
   def step(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
            memory=None, resample: Resample | None = None) -> StepResult:
@@ -233,9 +254,9 @@ class Evolver:
     if memory is not None:
       memory.sync_rubrics(h)
     if self.candidate_log:
-      with open(self.candidate_log, "a", encoding="utf-8") as f:
-        for r in records:
-          f.write(json.dumps(r.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
+      _append_jsonl(self.candidate_log, [r.to_json() for r in records])
+    if self.attribution_log:
+      _append_jsonl(self.attribution_log, attribution_rows(step, attributions))
     self._check_critic(step, tally["critic"].cost.unscored, records)
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
                       {role: t.to_json() for role, t in tally.items()})

@@ -19,15 +19,18 @@ def calibration_of(evolver: EvolverConfig) -> Calibration | None:
 
 
 def build_evolver(config, *, judge, client=None, history_log=None,
-                  candidate_log: str | None = None) -> Evolver:
+                  candidate_log: str | None = None,
+                  attribution_log: str | None = None) -> Evolver:
   """The Evolver of `config` (the whole tree: evolver, ablation, judge, rollout, harness
   sections), its roles built once and already shaped by `config.ablation`.
 
   Args:
-    judge: the step's judge (its cache makes the critic's regrades of unchanged cells free).
+    judge: the step's judge (its cache makes the critic's regrades of unchanged cells free;
+      the attributor's intervention, when on, regrades edited responses with it).
     client: the TextClient of "llm" roles; built from config.judge (backend
       evolver.llm_backend, default the judge's) when an LLM role needs one and none is given.
-    history_log / candidate_log: where accepted ops / every candidate record are appended.
+    history_log / candidate_log / attribution_log: where accepted ops / every candidate
+      record / every criterion's label are appended.
 
   The frozen policy the critic re-samples with is not built here: pass it to each
   `Evolver.step(..., resample=...)`.
@@ -40,8 +43,9 @@ def build_evolver(config, *, judge, client=None, history_log=None,
   cal = calibration_of(ev)
   critic = Critic(judge, ev, num_samples=int(config.rollout.num_samples),
                   bands=None if cal is None else cal.bands, measure_effect=ablation.critic)
-  attributor = make_attributor(ev, client=client,
+  attributor = make_attributor(ev, client=client, judge=judge,
                                total_weight=float(config.harness.total_weight))
   proposer = make_proposer(ev, client=client, routes=ablation.routes)
   return Evolver(ev, attributor=attributor, proposer=proposer, critic=critic,
-                 history_log=history_log, candidate_log=candidate_log)
+                 history_log=history_log, candidate_log=candidate_log,
+                 attribution_log=attribution_log)

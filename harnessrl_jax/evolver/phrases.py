@@ -1,9 +1,14 @@
-"""Surface signals of reward hacking: generic stock phrases and response length.
+"""Surface signals of reward hacking: generic stock phrases, repetition and response
+length, and the edits that take each out of a response (the attributor's intervention).
 
 The phrase list covers what the paper names as generic content that passes rubric items
 superficially: praise openers ("Great question!"), claims of compliance ("All
 requirements met.", "I have followed all instructions"), filler closers ("I hope this
 helps") and boilerplate disclaimers. Matching is per sentence, case-insensitive.
+
+Each edit returns its argument itself (the same string) when there is nothing to take
+out, so "the edit changed the response" is `edited != text`; an edited response is its
+kept sentences joined by single spaces.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ from __future__ import annotations
 import re
 
 from harnessrl_jax.data import text_units
+
+# A word said again right after itself ("very, very", "blue blue blue"); the
+# back-reference is case-insensitive too.
+_REPEATED_WORD = re.compile(r"\b([\w'-]+)(?:[\s,;]+\1\b)+", re.IGNORECASE)
 
 GENERIC_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
     r"^(what an? )?(great|excellent|good|wonderful|fantastic|insightful) question",
@@ -41,4 +50,40 @@ def num_words(text: str) -> int:
 
 def strip_generic(text: str) -> str:
   """`text` without its generic sentences (what is left of its substance)."""
+  if not generic_sentences(text):
+    return text
   return " ".join(s for s in sentences(text) if not any(p.search(s) for p in GENERIC_PATTERNS))
+
+
+def _same_words(sentence: str) -> tuple[str, ...]:
+  return tuple(w.casefold() for w in text_units.words(sentence))
+
+
+def drop_repetition(text: str) -> str:
+  """`text` with each repeated sentence kept at its first occurrence (the same sentence:
+  the same case-folded words; one without words is never a repeat) and a word repeated
+  back to back said once."""
+  said = sentences(text)
+  seen: set[tuple[str, ...]] = set()
+  kept = []
+  for s in said:
+    key = _same_words(s)
+    if key and key in seen:
+      continue
+    seen.add(key)
+    kept.append(_REPEATED_WORD.sub(r"\1", s))
+  return text if kept == said else " ".join(kept)
+
+
+def cut_to_words(text: str, limit: int) -> str:
+  """`text` within `limit` words: its longest run of whole leading sentences that fits,
+  or its first `limit` words when even the first sentence is longer."""
+  if num_words(text) <= limit:
+    return text
+  kept, n = [], 0
+  for s in sentences(text):
+    n += num_words(s)
+    if n > limit:
+      break
+    kept.append(s)
+  return " ".join(kept) if kept else " ".join(text_units.words(text)[:max(limit, 0)])

@@ -32,10 +32,11 @@ class Cost:
 
   Attributes:
     llm_requests: requests sent to an LLM (the attributor's / proposer's TextClient, the
-      critic's judge).
-    judge_cells: (criterion, response) cells the critic had graded.
+      critic's judge, the judge of the attributor's intervention).
+    judge_cells: (criterion, response) cells the critic (or the attributor's
+      intervention) had graded.
     rollouts: responses the critic re-sampled from the policy.
-    unscored: the critic's graded cells the judge got no verdict for, by cause.
+    unscored: those graded cells the judge got no verdict for, by cause.
   """
 
   llm_requests: int = 0

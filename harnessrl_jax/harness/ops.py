@@ -3,6 +3,12 @@
 `apply(h, op)` returns a new harness or raises HarnessError naming the operation and the
 rule it breaks; `h` is never changed. Each op serialises to a JSON object
 `{"op": <kind>, ...fields}` for the history log and parses back with `op_from_json`.
+
+`RubricCreate` and `RubricRewrite` may carry a programmatic `check` (a `data.schema.Check`;
+in JSON `{"type": NAME, ...args}` as a task criterion's "check" field), so that a judge
+without an LLM can grade the criterion. A rewrite with `check` None keeps the criterion's
+check; a rewrite cannot remove one (delete the criterion and create another instead). An op
+without a check has no "check" key in its JSON (the form it had before ops carried checks).
 """
 
 from __future__ import annotations
@@ -10,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Union
 
+from harnessrl_jax.data import checks
+from harnessrl_jax.data.frozen import FrozenMap
+from harnessrl_jax.data.schema import Check
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness import guidance, rubric, sampling
 from harnessrl_jax.harness.state import Harness
@@ -65,14 +74,17 @@ class RubricCreate:
   text: str
   weight: float
   tags: tuple[str, ...] = ()
+  check: Check | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class RubricRewrite:
+  """New text and, if `check` is given, a new check (None keeps the current check)."""
   kind: ClassVar[str] = "rubric_rewrite"
   task_id: str
   criterion_id: str
   text: str
+  check: Check | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +133,8 @@ _APPLY = {
     DropGuidance: lambda h, o: guidance.drop_guidance(h, o.task_id, o.field),
     EnforceSchedule: lambda h, o: guidance.enforce_schedule(h, o.step, o.total_steps),
     RubricCreate: lambda h, o: rubric.create(h, o.task_id, o.criterion_id, o.text, o.weight,
-                                             o.tags),
-    RubricRewrite: lambda h, o: rubric.rewrite(h, o.task_id, o.criterion_id, o.text),
+                                             o.tags, o.check),
+    RubricRewrite: lambda h, o: rubric.rewrite(h, o.task_id, o.criterion_id, o.text, o.check),
     RubricDelete: lambda h, o: rubric.delete(h, o.task_id, o.criterion_id),
     RubricReweight: lambda h, o: rubric.reweight(h, o.task_id, o.criterion_id, o.weight),
     RubricMerge: lambda h, o: rubric.merge(h, o.task_id, o.criterion_ids, o.new_id, o.text,
@@ -165,13 +177,18 @@ def touches(op: Op) -> tuple[str, tuple[str, ...]]:
 def _to_plain(v: Any) -> Any:
   if isinstance(v, tuple):
     return [_to_plain(x) for x in v]
+  if isinstance(v, Check):
+    return v.to_json()
   return v
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
   out = {"op": op.kind}
   for f in dataclasses.fields(op):
-    out[f.name] = _to_plain(getattr(op, f.name))
+    v = getattr(op, f.name)
+    if f.name == "check" and v is None:
+      continue  # check-free ops keep their JSON (and old history lines their meaning)
+    out[f.name] = _to_plain(v)
   return out
 
 
@@ -181,8 +198,23 @@ def _to_tuple(v: Any) -> Any:
   return v
 
 
+def check_from_json(value: Any, where: str) -> Check | None:
+  """A check from its JSON `{"type": NAME, ...args}` (null: none); HarnessError naming
+  `where` and every problem of a malformed or invalid one."""
+  if value is None:
+    return None
+  if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+    raise HarnessError(f"{where}: check must be an object {{\"type\": NAME, ...args}}, "
+                       f"got {value!r}")
+  try:
+    return Check(value["type"], FrozenMap({k: v for k, v in value.items() if k != "type"}))
+  except checks.InvalidCheck as e:
+    raise HarnessError(f"{where}: invalid check: {e}") from None
+
+
 def op_from_json(obj: dict[str, Any]) -> Op:
-  """Parses `op_to_json` output; HarnessError on an unknown kind or wrong fields."""
+  """Parses `op_to_json` output; HarnessError on an unknown kind, wrong fields or an invalid
+  check."""
   if not isinstance(obj, dict) or obj.get("op") not in OPS:
     raise HarnessError(f"not a harness operation: {obj!r} (known kinds: {sorted(OPS)})")
   cls = OPS[obj["op"]]
@@ -193,4 +225,7 @@ def op_from_json(obj: dict[str, Any]) -> Op:
   if not required <= given <= names:
     raise HarnessError(f"{obj['op']}: fields {sorted(given)}; expected {sorted(required)} "
                        f"and optionally {sorted(names - required)}")
-  return cls(**{k: _to_tuple(obj[k]) for k in given})
+  fields = {k: _to_tuple(obj[k]) for k in given - {"check"}}
+  if "check" in given:
+    fields["check"] = check_from_json(obj["check"], obj["op"])
+  return cls(**fields)

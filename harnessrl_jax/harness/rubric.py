@@ -5,6 +5,9 @@ Rules every operation keeps (each refusal raises HarnessError and changes nothin
 - a criterion id is used once per task for the whole run: new ids may not repeat a live
   or a retired one (memory keys criterion histories on ids);
 - weights are finite and non-zero (a zero weight would be a delete in disguise);
+- a criterion may carry a programmatic check (`data.schema.Check`), which a judge with
+  checks grades instead of the text: create sets it, rewrite replaces it when given one and
+  keeps it otherwise (no operation removes a check: delete and create instead);
 - the task keeps at least one positive-weight criterion;
 - after the update every weight of the task is multiplied by one factor so the positive
   weights sum to Lambda (`state.rescaled`). Weights given to an operation are therefore
@@ -18,9 +21,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from harnessrl_jax.errors import HarnessError
 import numpy as np
 
+from harnessrl_jax.data.schema import Check
+from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness.state import Harness, RubricEntry, rescaled
 
 
@@ -35,6 +39,11 @@ def _check_id(cid: str, t) -> None:
 def _check_text(text: str) -> None:
   if not isinstance(text, str) or not text.strip():
     raise HarnessError("criterion text must be a non-empty string")
+
+
+def _check_check(check) -> None:
+  if check is not None and not isinstance(check, Check):
+    raise HarnessError(f"criterion check {check!r} must be a data.schema.Check or None")
 
 
 def _check_weight(w) -> float:
@@ -82,26 +91,33 @@ def _row(h: Harness, i: int) -> list[float]:
 
 
 def create(h: Harness, task_id: str, criterion_id: str, text: str, weight: float,
-           tags: Sequence[str] = ()) -> Harness:
+           tags: Sequence[str] = (), check: Check | None = None) -> Harness:
   i = h.index(task_id)
   t = h.tasks[i]
   _check_id(criterion_id, t)
   _check_text(text)
+  _check_check(check)
   w = _check_weight(weight)
   row = _row(h, i)
-  return _update(h, i, t.criteria + (RubricEntry(criterion_id, text, False, tuple(tags)),),
-                 row + [w])
+  entry = RubricEntry(criterion_id, text, False, tuple(tags), check)
+  return _update(h, i, t.criteria + (entry,), row + [w])
 
 
-def rewrite(h: Harness, task_id: str, criterion_id: str, text: str) -> Harness:
+def rewrite(h: Harness, task_id: str, criterion_id: str, text: str,
+            check: Check | None = None) -> Harness:
+  """New text; `check` replaces the criterion's check, None keeps it."""
   i = h.index(task_id)
   t = h.tasks[i]
   k = _editable(t, criterion_id, "rewritten")
   _check_text(text)
-  if text == t.criteria[k].text:
-    raise HarnessError(f"task {task_id!r}: criterion {criterion_id!r} already has this text")
+  _check_check(check)
+  old = t.criteria[k]
+  new_check = old.check if check is None else check
+  if text == old.text and new_check == old.check:
+    raise HarnessError(f"task {task_id!r}: criterion {criterion_id!r} already has this text "
+                       "and check")
   crit = list(t.criteria)
-  crit[k] = dataclasses.replace(crit[k], text=text)
+  crit[k] = dataclasses.replace(old, text=text, check=new_check)
   return _update(h, i, crit, _row(h, i))
 
 

@@ -11,9 +11,9 @@ current rubric, padding exactly to K so that equal harnesses have equal shapes):
   guidance_cap    [] int32      the most fields a task may have mounted now
 
 Text and identity sit beside them as static, hashable metadata: per task a `TaskState`
-(criterion ids, texts, anchor flags, retired ids, mounted guidance contents in mount order),
-plus Lambda and the guidance schedule. Leaves are read-only NumPy arrays; every operation
-(see `ops.py`) returns a new Harness and never writes into an old one.
+(criterion ids, texts, anchor flags, checks, retired ids, mounted guidance contents in
+mount order), plus Lambda and the guidance schedule. Leaves are read-only NumPy arrays;
+every operation (see `ops.py`) returns a new Harness and never writes into an old one.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ FIELDS = GUIDANCE_FIELDS   # named once in run_files: the run logs per-field sha
 
 @dataclasses.dataclass(frozen=True)
 class RubricEntry:
-  """A criterion's identity and text; its weight lives in `Harness.weights`."""
+  """A criterion's identity, text and programmatic check (None: graded by its text only);
+  its weight lives in `Harness.weights`."""
 
   id: str
   text: str

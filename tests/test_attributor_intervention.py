@@ -1,0 +1,310 @@
+"""The attributor's intervention (evolver.intervention): the surface feature is edited out of
+the satisfying responses and the edited texts are regraded by the judge; "spurious" only
+when the verdict flips. And the per-criterion attribution log of the evolver step."""
+
+import json
+
+import jax
+import pytest
+
+from harnessrl_jax.config import base_config
+from harnessrl_jax.data.frozen import FrozenMap
+from harnessrl_jax.data.schema import Check, Criterion, Message, Task
+from harnessrl_jax.errors import ConfigError, HarnessError
+from harnessrl_jax.evolver import (Critic, EvolverConfig, Evolver, RuleAttributor,
+                                   RuleProposer, build_evolver, make_attributor)
+from harnessrl_jax.evolver.attributor import Intervention, edited_versions, removed_sentences
+from harnessrl_jax.evolver import phrases
+from harnessrl_jax.harness import from_tasks
+from harnessrl_jax.judges.client import TransportError
+from harnessrl_jax.judges.judge import Judge
+from tests import test_evolver_fixtures as fx
+
+# (b) the longer responses are longer because they explain more, and they name the required
+# content word in their first sentence: length separates them, but does not carry the verdict.
+CONTENT = Task("t-content", "science", (Message("user", "Why do leaves change colour?"),), (
+    Criterion("c1", "Mentions chlorophyll", 6.0, check=fx.kw("chlorophyll")),
+    Criterion("c2", "Mentions autumn", 4.0, check=fx.kw("autumn")),
+))
+CONTENT_RESPONSES = (
+    "In autumn the chlorophyll in leaves breaks down. Yellow and orange carotenoids then "
+    "show through. Some trees also make red anthocyanins when the nights get cold.",
+    "Leaves change colour in autumn because it gets cold.",
+    "Chlorophyll fades in autumn as the days get shorter. The green pigment hides the other "
+    "colours all summer. Once it is gone the leaves look yellow or red.",
+    "In autumn the weather turns and leaves go brown.",
+)
+
+# (c) a criterion met only through a stock closer ("I hope this helps"), by the responses
+# that miss the content criterion.
+CLOSER = Task("t-closer", "science", (Message("user", "Explain why the sky is blue."),), (
+    Criterion("c1", "Explains Rayleigh scattering", 6.0, check=fx.kw("scattering")),
+    Criterion("c2", "Closes by offering help", 4.0, anchor=False,
+              check=fx.kw("I hope this helps")),
+))
+CLOSER_RESPONSES = (
+    "The sky is blue because of Rayleigh scattering by air molecules. Short waves scatter more.",
+    "Sunlight scattering by the air favours blue light. Red light passes straight through.",
+    "The sky is blue because it reflects the ocean. I hope this helps!",
+    "Blue is the colour of the air itself. I hope this helps.",
+)
+
+# (e) the same closer, but a non-satisfier opens with another stock phrase and every response
+# explains the science: no correlational signal fires, the intervention still finds it.
+HIDDEN_RESPONSES = (
+    "Rayleigh scattering by air molecules favours blue light. I hope this helps.",
+    "Sunlight scattering by the air makes the sky look blue. I hope this helps.",
+    "Certainly! Blue light has the most scattering in the air.",
+    "Short blue waves see the most scattering by the air.",
+)
+
+
+def program_judge() -> Judge:
+  return Judge(None, use_checks=True)
+
+
+def group_of(task, responses, j=None):
+  (g,) = fx.record([task], from_tasks([task]), [responses], j or program_judge())
+  return g
+
+
+def intervening(j=None, **overrides) -> RuleAttributor:
+  cfg = fx.settings(intervention=True, **overrides)
+  return make_attributor(cfg, judge=j or program_judge())
+
+
+def by_id(att):
+  return {lab.criterion_id: lab for lab in att.labels}
+
+
+def test_the_edits_change_only_what_they_target():
+  padded = fx.PADDED_RESPONSES[2]
+  assert phrases.drop_repetition(padded) == (
+      "Leaves change colour in autumn for many reasons. This is an important point to "
+      "consider.")
+  assert phrases.drop_repetition("It is very, very VERY blue. Blue sky. blue SKY!") == \
+      "It is very blue. Blue sky."
+  assert phrases.strip_generic("Rain. I hope this helps!") == "Rain."
+  plain = "Nothing  to   take out.\nAt all."
+  assert phrases.strip_generic(plain) is plain and phrases.drop_repetition(plain) is plain
+  assert phrases.cut_to_words(plain, 6) is plain
+  assert phrases.cut_to_words("One two three. Four five six. Seven.", 6) == \
+      "One two three. Four five six."
+  assert phrases.cut_to_words("One two three four.", 2) == "One two"   # no whole sentence fits
+  # One edit at a time, and all in turn when two or more change the response.
+  assert set(edited_versions(padded, None)) == {"repetition"}
+  out = edited_versions(padded + " I hope this helps.", 10)
+  assert set(out) == {"phrase", "repetition", "length", "all"}
+  assert out["all"] == "Leaves change colour in autumn for many reasons."
+  assert removed_sentences(padded, out["repetition"]) == \
+      ["This is an important point to consider."] * 5
+
+
+def test_a_padding_criterion_is_spurious_by_length_and_the_intervention_confirms_it():
+  """(a) word_count{min: 30} met only by the responses padded with a repeated sentence."""
+  g = group_of(fx.PADDED, fx.PADDED_RESPONSES)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  assert before.label == "spurious" and dict(before.signals)["by_length"]
+  att, cost = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and lab.confidence == 1.0
+  assert sig["correlational_label"] == "spurious" and sig["by_length"]
+  assert sig["flipped_by"] == "repetition"     # the first edit (in order) that flips it
+  assert sig["intervention_edits"] == ("repetition", "length", "all")
+  for e in ("repetition", "length", "all"):
+    assert (sig[f"{e}_edited"], sig[f"{e}_flipped"]) == (2, 2)
+    assert sig[f"{e}_rest_change_points"] == 0.0    # c1 missed before and after
+  # the longest non-satisfier: "Less light means the chlorophyll fades, revealing other
+  # pigments." (10 words)
+  assert sig["length_limit_words"] == 10
+  assert lab.evidence == ("This is an important point to consider.",)
+  # c1 (the content criterion) has no surface feature to edit: untouched.
+  assert by_id(att)["c1"] == by_id(RuleAttributor(fx.settings()).labels(g))["c1"]
+  # One regrade of the distinct edited texts (2 responses x {deduplicated, cut}: the cut of
+  # the deduplicated text is the plain cut) under both criteria; no LLM asked.
+  assert (cost.judge_cells, cost.llm_requests, cost.rollouts) == (8, 0, 0)
+  assert cost.unscored.count == 0
+
+
+def test_length_that_carries_real_content_is_not_spurious():
+  """(b) the precision gain: the correlational rule calls c1 spurious by length; cutting
+  the long responses to the length of the others keeps the content word: agree."""
+  g = group_of(CONTENT, CONTENT_RESPONSES)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c1"]
+  assert before.label == "spurious" and dict(before.signals)["by_length"]
+  att, cost = intervening().attribute(g)
+  lab = by_id(att)["c1"]
+  sig = dict(lab.signals)
+  assert lab.label == "agree" and lab.route is None and lab.evidence == ()
+  assert sig["correlational_label"] == "spurious"
+  assert sig["correlational_confidence"] == pytest.approx(before.confidence)
+  assert sig["intervention_edits"] == ("length",)
+  assert (sig["length_edited"], sig["length_flipped"]) == (2, 0)
+  assert sig["flipped_by"] == ""
+  assert cost.judge_cells == 2 * 2
+
+
+def test_a_stock_closer_criterion_flips_when_the_closer_is_dropped():
+  """(c) keyword_present "I hope this helps", met only through the stock closer."""
+  g = group_of(CLOSER, CLOSER_RESPONSES)
+  att, _ = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and lab.route == "rubric"
+  assert sig["correlational_label"] == "spurious" and sig["phrase"]
+  assert sig["flipped_by"] == "phrase" and sig["phrase_flipped"] == 2
+  assert lab.evidence == ("I hope this helps!", "I hope this helps.")
+  assert lab.wording == "Closes by offering help"
+
+
+def test_a_stock_closer_the_correlational_rules_miss_is_found():
+  """A non-satisfier also carries a stock phrase and the rest of the rubric agrees: the
+  correlational label is agree; dropping the closer flips every satisfier."""
+  g = group_of(CLOSER, HIDDEN_RESPONSES)
+  assert by_id(RuleAttributor(fx.settings()).labels(g))["c2"].label == "agree"
+  lab = by_id(intervening().attribute(g)[0])["c2"]
+  assert lab.label == "spurious" and dict(lab.signals)["correlational_label"] == "agree"
+  assert dict(lab.signals)["flipped_by"] == "phrase"
+
+
+def test_flip_share_and_rest_tolerance_decide():
+  # Deduplicating changes both satisfiers of c2 (at least 30 words) and flips one: 1 of 2 is
+  # no majority. (length_ratio 9: no length edit.)
+  g = group_of(fx.PADDED, (
+      "In autumn the chlorophyll in leaves breaks down and the yellow and orange pigments "
+      "that were hidden all summer finally show through the fading green.",
+      "Shorter days and colder nights make trees stop making chlorophyll, so the green fades "
+      "and other pigments such as carotenoids become visible in the leaves.",
+      "Leaves change colour in autumn for many reasons." + " This is an important point to "
+      "consider." * 4,
+      "Trees pull nutrients back from their leaves before winter. The chlorophyll breaks down "
+      "first. Yellow carotenoids remain, and some species make red anthocyanins. Sugars "
+      "trapped in the leaf can deepen the red in sunny weather. The chlorophyll breaks down "
+      "first."))
+  lab = by_id(intervening(length_ratio=9.0).attribute(g)[0])["c2"]
+  sig = dict(lab.signals)
+  assert sig["intervention_edits"] == ("repetition",)
+  assert (sig["repetition_edited"], sig["repetition_flipped"]) == (2, 1)
+  assert lab.label == "agree"
+  lab = by_id(intervening(length_ratio=9.0, intervention_flip_share=0.4).attribute(g)[0])["c2"]
+  assert lab.label == "spurious" and lab.confidence == 0.5
+  # A cut that takes the content with it: no whole sentence fits the others' 4 words, so
+  # the science goes too and the rest of the rubric (c1) falls by 100 points.
+  task = Task("t-rest", "science", CLOSER.prompt, (
+      CLOSER.criteria[0],
+      Criterion("c2", "Is detailed", 4.0, anchor=False,
+                check=Check("word_count", FrozenMap({"min": 20})))))
+  g = group_of(task, (
+      "The sky looks blue on a clear day at noon. Rayleigh scattering by the air favours "
+      "the short blue waves.",
+      "The sky is a deep blue on most clear days. Rayleigh scattering by air molecules "
+      "favours the short waves of light.",
+      "The sky is blue.", "It is blue today."))
+  lab = by_id(intervening().attribute(g)[0])["c2"]
+  sig = dict(lab.signals)
+  assert sig["intervention_edits"] == ("length",) and sig["length_limit_words"] == 4
+  assert sig["length_flipped"] == 2 and sig["length_rest_change_points"] == -100.0
+  assert lab.label == "agree" and sig["correlational_label"] == "spurious"
+  lenient = by_id(intervening(intervention_rest_points=100.0).attribute(g)[0])["c2"]
+  assert lenient.label == "spurious" and dict(lenient.signals)["flipped_by"] == "length"
+
+
+class _Down(fx.FakeJudgeClient):
+  def _complete(self, chats, max_tokens):
+    super()._complete(chats, max_tokens)
+    return [TransportError("down") for _ in chats]
+
+
+def test_llm_judged_criterion_is_regraded_and_lost_cells_keep_the_label():
+  g = group_of(fx.SPURIOUS, fx.SPURIOUS_RESPONSES, fx.judge())
+  lab, cost = intervening(fx.judge()).attribute(g)
+  lab = by_id(lab)["c2"]
+  assert lab.label == "spurious" and dict(lab.signals)["flipped_by"] == "phrase"
+  # c2 has no check: the fake LLM judge answers for the two edited texts.
+  assert (cost.judge_cells, cost.llm_requests) == (4, 2)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  att, cost = intervening(Judge(_Down(), use_checks=True)).attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert (lab.label, lab.confidence, lab.evidence) == (before.label, before.confidence,
+                                                       before.evidence)
+  assert sig["correlational_label"] == "spurious"
+  assert sig["intervention_note"].startswith("the judge left 2 regraded cell(s)")
+  assert cost.unscored.count == 2 and cost.unscored.to_json()["causes"] == {"transport": 2}
+
+
+def test_the_llm_backend_labels_are_tested_too():
+  g = group_of(fx.SPURIOUS, fx.SPURIOUS_RESPONSES, fx.judge())
+  said = {"labels": [
+      {"criterion_id": "c1", "label": "agree", "confidence": 0.8, "evidence": [],
+       "wording": ""},
+      {"criterion_id": "c2", "label": "spurious", "confidence": 0.9,
+       "evidence": ["All requirements met."], "wording": "covers everything"}]}
+  cfg = fx.settings(attributor="llm", intervention=True)
+  att, cost = make_attributor(cfg, client=fx.ScriptedClient([json.dumps(said)]),
+                              judge=fx.judge()).attribute(g)
+  lab = att.label_of("c2")
+  assert att.backend == "llm" and lab.label == "spurious" and lab.wording == "covers everything"
+  assert dict(lab.signals)["correlational_label"] == "spurious"
+  assert dict(lab.signals)["correlational_confidence"] == 0.9
+  # the attributor's request, then the judge's two on the edited texts
+  assert (cost.llm_requests, cost.judge_cells) == (1 + 2, 4)
+
+
+def test_off_leaves_the_labels_as_they_were():
+  """(d) evolver.intervention off (the default): the correlational labels, no judge call."""
+  cfg = fx.settings()
+  assert not cfg.intervention
+  j = program_judge()
+  for task, responses in ((fx.PADDED, fx.PADDED_RESPONSES), (CONTENT, CONTENT_RESPONSES),
+                          (CLOSER, CLOSER_RESPONSES)):
+    g = group_of(task, responses, j)
+    att, cost = make_attributor(cfg, judge=j).attribute(g)
+    assert att == RuleAttributor(cfg).labels(g) and cost.judge_cells == 0
+    assert not any("correlational_label" in dict(lab.signals) for lab in att.labels)
+
+
+def test_config_checks_and_the_judge_is_required():
+  with pytest.raises(ConfigError, match="intervention_flip_share"):
+    fx.settings(intervention_flip_share=1.0)
+  with pytest.raises(ConfigError, match="intervention_rest_points"):
+    fx.settings(intervention_rest_points=-1.0)
+  with pytest.raises(HarnessError, match="needs the judge"):
+    make_attributor(fx.settings(intervention=True))
+  c = base_config()
+  c.rollout.num_samples = 4
+  c.evolver.intervention = True
+  j = program_judge()
+  ev = build_evolver(c, judge=j)
+  assert isinstance(ev.attributor.intervention, Intervention)
+  assert ev.attributor.intervention.judge is j
+  assert EvolverConfig.from_config(c.evolver).intervention_rest_points == 10.0
+
+
+def test_the_step_logs_every_label_and_counts_the_regrade(tmp_path):
+  cfg = fx.settings(intervention=True)
+  tasks = [fx.PADDED, CONTENT]
+  h = from_tasks(tasks)
+  j = program_judge()
+  groups = fx.record(tasks, h, [fx.PADDED_RESPONSES, CONTENT_RESPONSES], j)
+  log = tmp_path / "attributions.jsonl"
+  ev = Evolver(cfg, attributor=make_attributor(cfg, judge=j), proposer=RuleProposer(cfg),
+               critic=Critic(j, cfg, num_samples=4), attribution_log=str(log))
+  res = ev.step(h, groups, step=3, key=jax.random.key(0), resample=fx.FakePolicy(fx.PROMPTS))
+  rows = [json.loads(line) for line in log.read_text().splitlines()]
+  assert [(r["step"], r["task_id"], r["criterion_id"]) for r in rows] == [
+      (3, "t-pad", "c1"), (3, "t-pad", "c2"), (3, "t-content", "c1"), (3, "t-content", "c2")]
+  assert all(set(r) == {"step", "task_id", "criterion_id", "label", "confidence", "backend",
+                        "signals"} and r["backend"] == "rule" for r in rows)
+  assert [r["label"] for r in rows] == ["agree", "spurious", "agree", "saturated"]
+  assert rows[1]["signals"]["correlational_label"] == "spurious"
+  assert rows[2]["signals"]["correlational_label"] == "spurious"
+  assert "correlational_label" not in rows[0]["signals"]
+  assert [r["confidence"] for r in rows] == [
+      round(lab.confidence, 6) for att in res.attributions for lab in att.labels]
+  assert res.accounting["attributor"]["judge_cells"] == 8 + 4
+  # Appended per step.
+  ev.step(h, groups, step=4, key=jax.random.key(0), resample=fx.FakePolicy(fx.PROMPTS))
+  assert len(log.read_text().splitlines()) == 8
+
