@@ -47,6 +47,7 @@ def training_config(arm):
   # a third as long.
   c.train.steps = 8
   c.rl.tasks_per_step = 3
+  c.rl.micro_batch_size = 6      # divides the 3 x 4 rollouts of a step
   c.rollout.num_samples = 4
   c.rollout.max_new_tokens = 64
   c.rl.learning_rate = 1e-4

@@ -156,6 +156,10 @@ def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
   if device_count is not None and not rl.mesh.problems():
     problems += rl.mesh.device_problems(device_count, process_count)
   problems += _batch_problems(rl, rollout, device_count)
+  rows, micro = int(cfg.rl.tasks_per_step) * rollout.num_samples, int(cfg.rl.micro_batch_size)
+  if micro > 0 and rows % micro:   # else the first update refuses, minutes into the run
+    problems.append(f"config.rl.micro_batch_size = {micro} does not divide the step's "
+                    f"rl.tasks_per_step x rollout.num_samples = {rows} rows")
   refuse(problems)
 
 
