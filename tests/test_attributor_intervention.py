@@ -20,6 +20,31 @@ from harnessrl_jax.judges.client import TransportError
 from harnessrl_jax.judges.judge import Judge
 from tests import test_evolver_fixtures as fx
 
+# (a) padding made of token salad: c2 of fx.PADDED (at least 30 words) met only by the
+# responses padded with sentences that do not read as text (varied, so none is a repeat).
+SALAD_RESPONSES = (
+    "In autumn chlorophyll breaks down and yellow pigments show through.",
+    "Less light means the chlorophyll fades, revealing other pigments.",
+    "Leaves change colour in autumn for many reasons. Xqzt vlorp brunk kelo mrap zint. "
+    "Vlorp kelo xqzt brunk zint mrap. Brunk zint vlorp mrap kelo xqzt. Kelo mrap zint xqzt "
+    "vlorp brunk.",
+    "Trees do many things in the autumn months. Zint brunk kelo vlorp xqzt mrap. Mrap xqzt "
+    "kelo zint brunk vlorp. Kelo brunk mrap vlorp zint xqzt. Vlorp mrap brunk xqzt kelo zint.",
+)
+
+# (b) c2 of fx.PADDED met by the responses that are long because they explain more, in
+# fluent, distinct sentences (and a terse reference, which the filler edit drops).
+THOROUGH_RESPONSES = (
+    "In autumn the chlorophyll in leaves breaks down. Yellow and orange carotenoids that "
+    "were hidden all summer then show through. Some trees also make red anthocyanins when "
+    "the nights turn cold. See Lee 2005.",
+    "Shorter days tell the tree to stop making chlorophyll, so the green colour fades. The "
+    "yellow carotenoids were in the leaf all along and now show. Sugars trapped in the leaf "
+    "can turn it red on sunny days. See Lee 2005.",
+    "The chlorophyll fades in autumn.",
+    "Cold weather breaks the chlorophyll down and leaves go brown.",
+)
+
 # (b) the longer responses are longer because they explain more, and they name the required
 # content word in their first sentence: length separates them, but does not carry the verdict.
 CONTENT = Task("t-content", "science", (Message("user", "Why do leaves change colour?"),), (
@@ -85,19 +110,37 @@ def test_the_edits_change_only_what_they_target():
   assert phrases.drop_repetition("It is very, very VERY blue. Blue sky. blue SKY!") == \
       "It is very blue. Blue sky."
   assert phrases.strip_generic("Rain. I hope this helps!") == "Rain."
-  plain = "Nothing  to   take out.\nAt all."
+  plain = "Nothing  to   take out.\nIt is all fine."
   assert phrases.strip_generic(plain) is plain and phrases.drop_repetition(plain) is plain
-  assert phrases.cut_to_words(plain, 6) is plain
-  assert phrases.cut_to_words("One two three. Four five six. Seven.", 6) == \
-      "One two three. Four five six."
-  assert phrases.cut_to_words("One two three four.", 2) == "One two"   # no whole sentence fits
+  assert phrases.drop_filler(plain) is plain
+  # token salad and sentences under 3 words go; terse text without function words too
+  assert phrases.drop_filler("The sky is blue. Xqzt vlorp brunk kelo. Rain. Blue sky waves.") \
+      == "The sky is blue."
   # One edit at a time, and all in turn when two or more change the response.
-  assert set(edited_versions(padded, None)) == {"repetition"}
-  out = edited_versions(padded + " I hope this helps.", 10)
-  assert set(out) == {"phrase", "repetition", "length", "all"}
-  assert out["all"] == "Leaves change colour in autumn for many reasons."
+  assert set(edited_versions(padded)) == {"repetition"}
+  out = edited_versions(padded + " I hope this helps. Xqzt vlorp brunk kelo mrap zint.")
+  assert set(out) == {"phrase", "repetition", "filler", "all"}
+  assert out["all"] == ("Leaves change colour in autumn for many reasons. This is an "
+                        "important point to consider.")
   assert removed_sentences(padded, out["repetition"]) == \
       ["This is an important point to consider."] * 5
+
+
+def test_token_salad_padding_is_spurious_and_the_filler_edit_confirms_it():
+  """(a) word_count{min: 30} met only by the responses padded with token salad."""
+  g = group_of(fx.PADDED, SALAD_RESPONSES)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  assert before.label == "spurious" and dict(before.signals)["by_length"]
+  att, cost = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and lab.confidence == 1.0 and lab.route == "rubric"
+  assert sig["intervention_edits"] == ("filler",) and sig["flipped_by"] == "filler"
+  assert (sig["filler_edited"], sig["filler_flipped"]) == (2, 2)
+  assert sig["filler_rest_change_points"] == 0.0    # c1 missed before and after
+  assert lab.evidence == ("Xqzt vlorp brunk kelo mrap zint.", "Vlorp kelo xqzt brunk zint mrap.",
+                          "Brunk zint vlorp mrap kelo xqzt.")
+  assert (cost.judge_cells, cost.llm_requests) == (2 * 2, 0)
 
 
 def test_a_padding_criterion_is_spurious_by_length_and_the_intervention_confirms_it():
@@ -111,25 +154,41 @@ def test_a_padding_criterion_is_spurious_by_length_and_the_intervention_confirms
   assert lab.label == "spurious" and lab.confidence == 1.0
   assert sig["correlational_label"] == "spurious" and sig["by_length"]
   assert sig["flipped_by"] == "repetition"     # the first edit (in order) that flips it
-  assert sig["intervention_edits"] == ("repetition", "length", "all")
-  for e in ("repetition", "length", "all"):
-    assert (sig[f"{e}_edited"], sig[f"{e}_flipped"]) == (2, 2)
-    assert sig[f"{e}_rest_change_points"] == 0.0    # c1 missed before and after
-  # the longest non-satisfier: "Less light means the chlorophyll fades, revealing other
-  # pigments." (10 words)
-  assert sig["length_limit_words"] == 10
+  assert sig["intervention_edits"] == ("repetition",)    # the filler reads as text
+  assert (sig["repetition_edited"], sig["repetition_flipped"]) == (2, 2)
+  assert sig["repetition_rest_change_points"] == 0.0    # c1 missed before and after
   assert lab.evidence == ("This is an important point to consider.",)
   # c1 (the content criterion) has no surface feature to edit: untouched.
   assert by_id(att)["c1"] == by_id(RuleAttributor(fx.settings()).labels(g))["c1"]
-  # One regrade of the distinct edited texts (2 responses x {deduplicated, cut}: the cut of
-  # the deduplicated text is the plain cut) under both criteria; no LLM asked.
-  assert (cost.judge_cells, cost.llm_requests, cost.rollouts) == (8, 0, 0)
+  # One regrade of the 2 deduplicated texts under both criteria; no LLM asked.
+  assert (cost.judge_cells, cost.llm_requests, cost.rollouts) == (4, 0, 0)
   assert cost.unscored.count == 0
 
 
+def test_length_from_thoroughness_is_not_spurious():
+  """(b) the precision gain: word_count{min: 30} met by the responses that say more, in
+  fluent, distinct sentences. The correlational rule calls it spurious by length; the
+  length cut this intervention used to make (to the others' word count) flipped it by
+  construction, a false positive. The filler edit drops only the terse reference, and the
+  responses stay long enough: agree."""
+  g = group_of(fx.PADDED, THOROUGH_RESPONSES)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  assert before.label == "spurious" and dict(before.signals)["by_length"]
+  att, cost = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "agree" and lab.route is None and lab.evidence == ()
+  assert sig["correlational_label"] == "spurious"
+  assert sig["correlational_confidence"] == pytest.approx(before.confidence)
+  assert sig["intervention_edits"] == ("filler",)
+  assert (sig["filler_edited"], sig["filler_flipped"]) == (2, 0)
+  assert sig["filler_rest_change_points"] == 0.0 and sig["flipped_by"] == ""
+  assert cost.judge_cells == 2 * 2
+
+
 def test_length_that_carries_real_content_is_not_spurious():
-  """(b) the precision gain: the correlational rule calls c1 spurious by length; cutting
-  the long responses to the length of the others keeps the content word: agree."""
+  """(b) the correlational rule calls the content criterion c1 spurious by length; no edit
+  changes the long responses (no stock phrase, repetition or filler): agree, no regrade."""
   g = group_of(CONTENT, CONTENT_RESPONSES)
   before = by_id(RuleAttributor(fx.settings()).labels(g))["c1"]
   assert before.label == "spurious" and dict(before.signals)["by_length"]
@@ -139,10 +198,9 @@ def test_length_that_carries_real_content_is_not_spurious():
   assert lab.label == "agree" and lab.route is None and lab.evidence == ()
   assert sig["correlational_label"] == "spurious"
   assert sig["correlational_confidence"] == pytest.approx(before.confidence)
-  assert sig["intervention_edits"] == ("length",)
-  assert (sig["length_edited"], sig["length_flipped"]) == (2, 0)
-  assert sig["flipped_by"] == ""
-  assert cost.judge_cells == 2 * 2
+  assert sig["intervention_edits"] == () and sig["flipped_by"] == ""
+  assert sig["intervention_note"] == "no edit changed a satisfying response"
+  assert cost.judge_cells == 0
 
 
 def test_a_stock_closer_criterion_flips_when_the_closer_is_dropped():
@@ -170,7 +228,7 @@ def test_a_stock_closer_the_correlational_rules_miss_is_found():
 
 def test_flip_share_and_rest_tolerance_decide():
   # Deduplicating changes both satisfiers of c2 (at least 30 words) and flips one: 1 of 2 is
-  # no majority. (length_ratio 9: no length edit.)
+  # no majority.
   g = group_of(fx.PADDED, (
       "In autumn the chlorophyll in leaves breaks down and the yellow and orange pigments "
       "that were hidden all summer finally show through the fading green.",
@@ -182,32 +240,33 @@ def test_flip_share_and_rest_tolerance_decide():
       "first. Yellow carotenoids remain, and some species make red anthocyanins. Sugars "
       "trapped in the leaf can deepen the red in sunny weather. The chlorophyll breaks down "
       "first."))
-  lab = by_id(intervening(length_ratio=9.0).attribute(g)[0])["c2"]
+  lab = by_id(intervening().attribute(g)[0])["c2"]
   sig = dict(lab.signals)
   assert sig["intervention_edits"] == ("repetition",)
   assert (sig["repetition_edited"], sig["repetition_flipped"]) == (2, 1)
   assert lab.label == "agree"
-  lab = by_id(intervening(length_ratio=9.0, intervention_flip_share=0.4).attribute(g)[0])["c2"]
+  lab = by_id(intervening(intervention_flip_share=0.4).attribute(g)[0])["c2"]
   assert lab.label == "spurious" and lab.confidence == 0.5
-  # A cut that takes the content with it: no whole sentence fits the others' 4 words, so
-  # the science goes too and the rest of the rubric (c1) falls by 100 points.
+  # A filler edit that takes the content with it: the science is said tersely, with (almost)
+  # no function words, so it does not read as text; it goes, and the rest of the rubric (c1)
+  # falls by 100 points.
   task = Task("t-rest", "science", CLOSER.prompt, (
       CLOSER.criteria[0],
       Criterion("c2", "Is detailed", 4.0, anchor=False,
-                check=Check("word_count", FrozenMap({"min": 20})))))
+                check=Check("word_count", FrozenMap({"min": 14})))))
   g = group_of(task, (
-      "The sky looks blue on a clear day at noon. Rayleigh scattering by the air favours "
-      "the short blue waves.",
+      "The sky looks blue on a clear day at noon. Rayleigh scattering favours short blue "
+      "waves.",
       "The sky is a deep blue on most clear days. Rayleigh scattering by air molecules "
-      "favours the short waves of light.",
+      "favours short waves.",
       "The sky is blue.", "It is blue today."))
   lab = by_id(intervening().attribute(g)[0])["c2"]
   sig = dict(lab.signals)
-  assert sig["intervention_edits"] == ("length",) and sig["length_limit_words"] == 4
-  assert sig["length_flipped"] == 2 and sig["length_rest_change_points"] == -100.0
+  assert sig["intervention_edits"] == ("filler",)
+  assert sig["filler_flipped"] == 2 and sig["filler_rest_change_points"] == -100.0
   assert lab.label == "agree" and sig["correlational_label"] == "spurious"
   lenient = by_id(intervening(intervention_rest_points=100.0).attribute(g)[0])["c2"]
-  assert lenient.label == "spurious" and dict(lenient.signals)["flipped_by"] == "length"
+  assert lenient.label == "spurious" and dict(lenient.signals)["flipped_by"] == "filler"
 
 
 class _Down(fx.FakeJudgeClient):
@@ -303,7 +362,7 @@ def test_the_step_logs_every_label_and_counts_the_regrade(tmp_path):
   assert "correlational_label" not in rows[0]["signals"]
   assert [r["confidence"] for r in rows] == [
       round(lab.confidence, 6) for att in res.attributions for lab in att.labels]
-  assert res.accounting["attributor"]["judge_cells"] == 8 + 4
+  assert res.accounting["attributor"]["judge_cells"] == 4 + 0
   # Appended per step.
   ev.step(h, groups, step=4, key=jax.random.key(0), resample=fx.FakePolicy(fx.PROMPTS))
   assert len(log.read_text().splitlines()) == 8

@@ -1129,19 +1129,13 @@ def _distinct_sentence_word_count(response, args, prompt):
   return _within(sum(len(tu.words(s)) for s in _distinct_sentences(response)), args)
 
 
-def _reads_as_english(sentence: str) -> bool:
-  """At least 3 words, a fifth of them common function words: text, not a token salad."""
-  ws = [w.lower() for w in tu.words(sentence)]
-  return len(ws) >= 3 and sum(w in tu.STOP_WORDS for w in ws) >= 0.2 * len(ws)
-
-
 @_register("fluent_word_count", _INT_BOUNDS, bounds=True)
 def _fluent_word_count(response, args, prompt):
   """The number of words in sentences that read as English (3+ words, a fifth of them
   common function words), each repeated sentence counted once, lies within min/max: the
   length of a response without its filler."""
   return _within(sum(len(tu.words(s)) for s in _distinct_sentences(response)
-                     if _reads_as_english(s)), args)
+                     if tu.reads_as_text(s)), args)
 
 
 @_register("keyword_sentence_count", {"keywords": (list[str], True), **_INT_BOUNDS, **_CASE},

@@ -4,7 +4,8 @@ Definitions (shared by every check, see checks.py):
   words       regex `\\b[\\w'-]+\\b` tokens (so "don't" and "well-known" are one word each);
   sentences   split after `.`, `!` or `?` (optionally followed by closing quotes or brackets)
               when whitespace or the end of the text follows;
-  paragraphs  split on blank lines.
+  paragraphs  split on blank lines;
+  text        a sentence of at least 3 words, a fifth of them STOP_WORDS (`reads_as_text`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ _PARAGRAPH_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 SENTENCE_CLOSERS = "\"'\u201d\u2019)]"
 
 # Common English function words (articles, pronouns, auxiliaries, prepositions,
-# conjunctions, frequent adverbs); used by the stop-word ratio and the English heuristic.
+# conjunctions, frequent adverbs); used by the stop-word ratio, the English heuristic and
+# `reads_as_text`.
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are aren't as at be because been before
 being below between both but by can can't cannot could couldn't did didn't do does doesn't
@@ -61,6 +63,12 @@ def words(text: str) -> list[str]:
 def sentences(text: str) -> list[str]:
   """The non-empty sentences of `text`, stripped."""
   return [s.strip() for s in _SENTENCE_SPLIT_RE.split(text.strip()) if s.strip()]
+
+
+def reads_as_text(sentence: str) -> bool:
+  """At least 3 words, a fifth of them common function words: text, not a token salad."""
+  ws = [w.lower() for w in words(sentence)]
+  return len(ws) >= 3 and sum(w in STOP_WORDS for w in ws) >= 0.2 * len(ws)
 
 
 def paragraphs(text: str) -> list[str]:

@@ -17,10 +17,11 @@ satisfying responses (a surface feature the correlational thresholds missed), ed
 satisfying responses and regrades the edited texts with the judge under the group's rubric:
   phrase      drop the generic stock sentences (phrases.strip_generic);
   repetition  keep a repeated sentence's first occurrence, say a doubled word once;
-  length      cut to the longest non-satisfying response's word count at a sentence
-              boundary (only when the satisfying responses are at least length_ratio
-              times as long on average: length is then a suspect);
+  filler      drop the sentences that do not read as text (phrases.drop_filler);
   all         the three in turn, for a response that two or more of them change.
+There is no length cut: it flips every criterion that measures length by construction, so
+it cannot tell padding from thoroughness; the filler and repetition edits remove what
+padding is made of and leave the fluent sentences of a thorough answer.
 Each edit is tried on its own (so the log says which feature carried the verdict). The
 label is "spurious" when, for some edit (the first in that order), the criterion's verdict
 flips from satisfied to not on MORE than intervention_flip_share of the satisfying
@@ -124,19 +125,17 @@ def suspects_of(surface_of: dict[int, dict[str, Any]]) -> set[int]:
 
 
 # The intervention's edits in the order they are tried; "all" applies them in turn.
-EDITS = ("phrase", "repetition", "length", "all")
+EDITS = ("phrase", "repetition", "filler", "all")
 
 
-def edited_versions(text: str, limit: int | None) -> dict[str, str]:
-  """{edit: `text` with that surface feature taken out} for the edits that change it
-  (`limit`: the length edit's word limit, None: no length edit), and "all" when two or
-  more of them do."""
+def edited_versions(text: str) -> dict[str, str]:
+  """{edit: `text` with that surface feature taken out} for the edits that change it, and
+  "all" when two or more of them do."""
   out = {"phrase": phrases.strip_generic(text), "repetition": phrases.drop_repetition(text),
-         "length": text if limit is None else phrases.cut_to_words(text, limit)}
+         "filler": phrases.drop_filler(text)}
   out = {e: t for e, t in out.items() if t != text}
   if len(out) > 1:
-    both = phrases.drop_repetition(phrases.strip_generic(text))
-    out["all"] = both if limit is None else phrases.cut_to_words(both, limit)
+    out["all"] = phrases.drop_filler(phrases.drop_repetition(phrases.strip_generic(text)))
   return out
 
 
@@ -172,8 +171,7 @@ class Intervention:
 
   Args:
     judge: a `judges.Judge` (its cache makes a repeated edited text free).
-    config: the evolver section (intervention_flip_share, intervention_rest_points,
-      length_ratio).
+    config: the evolver section (intervention_flip_share, intervention_rest_points).
     total_weight: Lambda, to express the rest of the rubric's change in points.
   """
 
@@ -186,21 +184,20 @@ class Intervention:
     """(`att` with its tested criteria relabelled, the regrade's judge requests and cells).
     One judge call per group, over every distinct edited text and the whole rubric."""
     surf = surfaces(group, self.config)
-    probes: dict[int, tuple[dict[str, dict[int, str]], int | None]] = {}
+    probes: dict[int, dict[str, dict[int, str]]] = {}
     for k, s in surf.items():
       prior = att.label_of(group.criteria[k].id)
       if prior is None or prior.label not in ("spurious", "agree"):
         continue
-      limit = self._length_limit(s)
       by_edit: dict[str, dict[int, str]] = {}
       for j in s["yes"]:
-        for e, t in edited_versions(group.responses[j], limit).items():
+        for e, t in edited_versions(group.responses[j]).items():
           by_edit.setdefault(e, {})[j] = t
       if by_edit or prior.label == "spurious":
-        probes[k] = ({e: by_edit[e] for e in EDITS if e in by_edit}, limit)
+        probes[k] = {e: by_edit[e] for e in EDITS if e in by_edit}
     if not probes:
       return att, Cost()
-    texts = list(dict.fromkeys(t for by_edit, _ in probes.values()
+    texts = list(dict.fromkeys(t for by_edit in probes.values()
                                for by_j in by_edit.values() for t in by_j.values()))
     regraded, cost = self._regrade(group, texts)
     col = {t: n for n, t in enumerate(texts)}
@@ -208,17 +205,9 @@ class Intervention:
     labels = []
     for lab in att.labels:
       k = index[lab.criterion_id]
-      labels.append(self._verdict(group, k, lab, *probes[k], regraded, col)
+      labels.append(self._verdict(group, k, lab, probes[k], regraded, col)
                     if k in probes else lab)
     return dataclasses.replace(att, labels=tuple(labels)), cost
-
-  def _length_limit(self, surf: dict[str, Any]) -> int | None:
-    """The length edit's word limit for one criterion: the longest non-satisfying
-    response's, when the satisfying ones are at least length_ratio times as long on
-    average (None otherwise: length is no suspect, and a cut would only lose content)."""
-    if surf["ratio"] < self.config.length_ratio:
-      return None
-    return int(surf["lengths"][surf["no"]].max())
 
   def _regrade(self, group: Group, texts: Sequence[str]) -> tuple[Group | None, Cost]:
     """The edited texts judged under the group's rubric, as a Group (None: no texts).
@@ -234,13 +223,12 @@ class Intervention:
                      unscored=judged.unscored)
 
   def _verdict(self, group: Group, k: int, prior: CriterionLabel,
-               by_edit: dict[str, dict[int, str]], limit: int | None,
-               regraded: Group | None, col: dict[str, int]) -> CriterionLabel:
+               by_edit: dict[str, dict[int, str]], regraded: Group | None,
+               col: dict[str, int]) -> CriterionLabel:
     crit = group.criteria[k]
     sig: dict[str, Any] = {**dict(prior.signals), "correlational_label": prior.label,
                            "correlational_confidence": round(float(prior.confidence), 6),
-                           "intervention_edits": tuple(by_edit), "length_limit_words": limit,
-                           "flipped_by": ""}
+                           "intervention_edits": tuple(by_edit), "flipped_by": ""}
     if not by_edit:
       sig["intervention_note"] = "no edit changed a satisfying response"
       return _agreed(prior, sig)

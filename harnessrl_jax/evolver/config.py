@@ -49,7 +49,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       of the rubric scores its satisfying responses this many points LOWER on average.
     intervention: the rule attributor tests its "spurious" suspicions by intervention
       (beyond the paper): it edits the suspected surface feature out of the satisfying
-      responses (stock sentences, repetition, length beyond the longest non-satisfier) and
+      responses (stock sentences, repetition, sentences that do not read as text) and
       regrades them with the judge; "spurious" only when the verdict then flips. Tested:
       every criterion with satisfying and non-satisfying responses that the correlational
       rules call spurious or whose satisfying responses an edit changes. Costs one judge

@@ -1,5 +1,6 @@
-"""Surface signals of reward hacking: generic stock phrases, repetition and response
-length, and the edits that take each out of a response (the attributor's intervention).
+"""Surface signals of reward hacking: generic stock phrases, repetition, filler (sentences
+that do not read as text) and response length, and the edits that take the first three out
+of a response (the attributor's intervention).
 
 The phrase list covers what the paper names as generic content that passes rubric items
 superficially: praise openers ("Great question!"), claims of compliance ("All
@@ -75,15 +76,9 @@ def drop_repetition(text: str) -> str:
   return text if kept == said else " ".join(kept)
 
 
-def cut_to_words(text: str, limit: int) -> str:
-  """`text` within `limit` words: its longest run of whole leading sentences that fits,
-  or its first `limit` words when even the first sentence is longer."""
-  if num_words(text) <= limit:
-    return text
-  kept, n = [], 0
-  for s in sentences(text):
-    n += num_words(s)
-    if n > limit:
-      break
-    kept.append(s)
-  return " ".join(kept) if kept else " ".join(text_units.words(text)[:max(limit, 0)])
+def drop_filler(text: str) -> str:
+  """`text` without its sentences that do not read as text (text_units.reads_as_text):
+  the token salad padding is made of, not the fluent sentences a thorough answer adds."""
+  said = sentences(text)
+  kept = [s for s in said if text_units.reads_as_text(s)]
+  return text if kept == said else " ".join(kept)
