@@ -119,6 +119,17 @@ def test_every_arm_is_a_valid_training_config():
     testbed.get_config("bogus")
 
 
+def test_the_bundled_grid_is_the_default_per_arm():
+  from configs import bundled, default  # pylint: disable=g-import-not-at-top
+  g = experiment.grid_of(bundled.get_config())
+  assert (g.arms, g.truth, g.run_config) == (("harnessrl", "grpo_static"), "",
+                                             resolve("configs/bundled.py"))
+  static = experiment.build_config(g, experiment.Cell("grpo_static", 1))
+  validate(static)
+  assert not static.evolver.enabled and static.seed == 1
+  assert static.data.train == default.get_config().data.train
+
+
 def test_task_index_runs_exactly_that_run(grid):
   workdir, out = grid
   done, _, counts, written = out[0]
