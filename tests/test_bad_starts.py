@@ -122,5 +122,10 @@ def test_every_bundled_config_has_base_config_types():
   import importlib  # pylint: disable=g-import-not-at-top
   for name in sorted(os.listdir(os.path.join(REPO, "configs"))):
     if name.endswith(".py") and not name.startswith("_"):
-      cfg = importlib.import_module(f"configs.{name[:-3]}").get_config()
-      assert type_problems(cfg) == [], name
+      module = importlib.import_module(f"configs.{name[:-3]}")
+      cfg = module.get_config()
+      if "experiment" in cfg:   # a grid's config: its runs load FILE:ARM
+        for arm in cfg.experiment.arms:
+          assert type_problems(module.get_config(arm)) == [], f"{name}:{arm}"
+      else:
+        assert type_problems(cfg) == [], name
