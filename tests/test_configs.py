@@ -166,21 +166,13 @@ def test_paper_scale():
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-  """Five training and two held-out tasks; a compilation cache for this module's runs
-  (each run builds its own jitted step; the cache makes the later ones skip XLA)."""
-  import jax  # pylint: disable=g-import-not-at-top
+  """Five training and two held-out tasks (each run builds its own jitted step; the test
+  run's compilation cache, tests/conftest.py, makes the later ones skip XLA)."""
   root = tmp_path_factory.mktemp("data")
-  names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-           "jax_persistent_cache_min_entry_size_bytes")
-  old = {n: getattr(jax.config, n) for n in names}
-  for n, v in zip(names, (str(root / "jax_cache"), 0.0, 0)):
-    jax.config.update(n, v)
   for src, n in (("train", 5), ("heldout", 2)):
     with open(os.path.join(REPO, f"data/{src}.jsonl"), encoding="utf-8") as f:
       (root / f"{src}.jsonl").write_text("".join(f.readlines()[:n]))
-  yield root
-  for n, v in old.items():
-    jax.config.update(n, v)
+  return root
 
 
 def on_tiny(c, data):
