@@ -143,8 +143,12 @@ def validate_check(type: str, args: Mapping[str, Any]) -> list[str]:  # pylint: 
 def run_check(check: Check, response: str, *, prompt: str = "") -> bool:
   """Whether `response` passes `check`; `prompt` is the task's last user message.
 
-  No validation here: `check` was validated when it was built.
+  A blank response passes no check (as the official IFBench/IFEval evaluations rule): "at
+  most 100 words" or "no commas" is not followed by saying nothing. No validation here:
+  `check` was validated when it was built.
   """
+  if not response.strip():
+    return False
   return bool(CHECKS[check.type].fn(response, check.args, prompt))
 
 

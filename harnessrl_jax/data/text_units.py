@@ -1,9 +1,14 @@
 """Text units the verifiable checks count: words, sentences, paragraphs, lines, emoji, syllables.
 
 Definitions (shared by every check, see checks.py):
-  words       regex `\\b[\\w'-]+\\b` tokens (so "don't" and "well-known" are one word each);
+  words       regex `\\b[\\w'\u2019-]+\\b` tokens (so "don't", "don\u2019t" and "well-known"
+              are one word each), and numbers with decimal or thousands separators ("3.5",
+              "1,000") as one word;
   sentences   split after `.`, `!` or `?` (optionally followed by closing quotes or brackets)
-              when whitespace or the end of the text follows;
+              when whitespace or the end of the text follows, except after a title or
+              Latin abbreviation ("Dr.", "Mr.", "e.g.", ...) or a capital initial ("J.");
+  syllables   syllapy's English dictionary, with its rules for other words;
+  emoji       what the `emoji` package (Unicode's emoji list) calls an emoji;
   paragraphs  split on blank lines;
   text        a sentence of at least 3 words, a fifth of them STOP_WORDS (`reads_as_text`).
 """
@@ -11,9 +16,16 @@ Definitions (shared by every check, see checks.py):
 from __future__ import annotations
 
 import re
+import string
 
-_WORD_RE = re.compile(r"\b[\w'-]+\b")
+import emoji
+import syllapy
+
+_WORD_RE = re.compile(r"\d+(?:[.,]\d+)+|\b[\w'\u2019-]+\b")
 _SENTENCE_SPLIT_RE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
+# A piece ending in one of these did not end a sentence: "Dr. Smith", "e.g. this", "J. Doe".
+_ABBREVIATION_END_RE = re.compile(
+    r"(?:^|[\s(\[\"'])(?:(?i:mr|mrs|ms|dr|prof|sr|jr|st|vs|e\.g|i\.e|cf|approx)|[A-Z])\.$")
 _PARAGRAPH_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 # Closing characters that may follow a sentence's terminal punctuation.
 SENTENCE_CLOSERS = "\"'\u201d\u2019)]"
@@ -45,13 +57,6 @@ anything everybody everyone everything nobody nothing somebody someone something
 neither both all some any none
 """.split())
 
-# Codepoint ranges treated as emoji: pictographs, transport, supplemental symbols, misc
-# symbols and dingbats, and a few BMP emoji; modifiers are handled by `strip_emoji_modifiers`.
-_EMOJI_RANGES = (
-    (0x1F000, 0x1FAFF), (0x2600, 0x27BF), (0x2B00, 0x2BFF), (0x231A, 0x231B),
-    (0x2328, 0x2328), (0x23CF, 0x23FA), (0x3030, 0x3030), (0x303D, 0x303D),
-    (0x3297, 0x3297), (0x3299, 0x3299),
-)
 _EMOJI_MODIFIERS_RE = re.compile("[\ufe0e\ufe0f\u200d\u20e3\U000e0020-\U000e007f]")
 
 
@@ -62,7 +67,18 @@ def words(text: str) -> list[str]:
 
 def sentences(text: str) -> list[str]:
   """The non-empty sentences of `text`, stripped."""
-  return [s.strip() for s in _SENTENCE_SPLIT_RE.split(text.strip()) if s.strip()]
+  out: list[str] = []
+  glue = False
+  for piece in _SENTENCE_SPLIT_RE.split(text.strip()):
+    piece = piece.strip()
+    if not piece:
+      continue
+    if glue:
+      out[-1] = f"{out[-1]} {piece}"
+    else:
+      out.append(piece)
+    glue = bool(_ABBREVIATION_END_RE.search(out[-1]))
+  return out
 
 
 def reads_as_text(sentence: str) -> bool:
@@ -88,9 +104,9 @@ def terminal_mark(sentence: str) -> str:
 
 
 def is_emoji(char: str) -> bool:
-  """Whether the single character `char` is an emoji pictograph (codepoint-range heuristic)."""
-  code = ord(char)
-  return any(lo <= code <= hi for lo, hi in _EMOJI_RANGES)
+  """Whether the single character `char` is an emoji (Unicode's list, via the `emoji`
+  package: "\u2705" and "\u2b50" are, the plain check mark "\u2713" and star "\u2605" are not)."""
+  return emoji.is_emoji(char)
 
 
 def strip_emoji_modifiers(text: str) -> str:
@@ -105,7 +121,20 @@ def keyword_regex(keyword: str, case_sensitive: bool = False) -> re.Pattern:
 
 
 def count_syllables(word: str) -> int:
-  """English syllable count by vowel groups with silent-e rules (heuristic, ~90% exact).
+  """English syllables of `word`: syllapy's pronunciation dictionary where it has the word
+  ("idea" 3, "poem" 2, "create" 2), else each hyphenated part by `_syllables_by_rule`;
+  0 for a word without letters."""
+  w = word.strip().lower().strip(string.punctuation + "\u2019")
+  if not any("a" <= c <= "z" for c in w):
+    return 0
+  known = syllapy.WORD_DICT.get(w)
+  if known:
+    return int(known)
+  return sum(_syllables_by_rule(part) for part in w.split("-") if part) or 1
+
+
+def _syllables_by_rule(word: str) -> int:
+  """English syllable count by vowel groups with silent-e rules (~90% exact).
 
   Counts runs of a/e/i/o/u/y, then drops a final silent "e" (but not "-le" after a
   consonant), a silent "-es" and a silent "-ed" (kept after t/d); at least 1 for any word
