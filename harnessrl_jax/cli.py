@@ -61,8 +61,9 @@ def usage(full: bool = False) -> str:
           + "\n\nTry --helpfull to get a list of all flags.")
 
 
-def parse_flags(argv: Sequence[str]) -> list[str]:
-  """absl's flags parser, answering --help and turning every refusal into one line.
+def parse_flags(argv: Sequence[str], positional: int = 0) -> list[str]:
+  """absl's flags parser, answering --help and turning every refusal into one line; up to
+  `positional` arguments that are not flags are the program's (paths), any more a refusal.
 
   ml_collections runs the config file while the flags are parsed (a missing file surfaces
   only when the config is first used) and raises AttributeError / KeyError for an override
@@ -94,15 +95,16 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
     absl_logger.removeFilter(_no_none_warning)
   for name, path in _config_files(argv):
     _check_loaded(name, path)
-  if rest[1:]:   # e.g. the rest of an unquoted value with a space; no program here takes any
-    _fail(f"{rest[1]!r}: unexpected argument; flags are --name=value (quote a value with "
+  if len(rest) - 1 > positional:   # e.g. the rest of an unquoted value with a space
+    _fail(f"{rest[1 + positional]!r}: unexpected argument; flags are --name=value (quote a value with "
           "spaces)")
   return rest
 
 
-def run(main: Callable[[list[str]], None]) -> None:
+def run(main: Callable[[list[str]], None], *, positional: int = 0) -> None:
   """`absl.app.run(main)` with `parse_flags`, and a HarnessError from `main` (a cause the
-  user can fix) as one line and exit status 2: every absl entry point starts here."""
+  user can fix) as one line and exit status 2: every absl entry point starts here.
+  `positional`: how many non-flag arguments the program takes (they reach `main`)."""
 
   def guarded(argv: list[str]) -> None:
     try:
@@ -110,7 +112,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     except HarnessError as e:
       _fail(str(e))
 
-  app.run(guarded, flags_parser=parse_flags)
+  app.run(guarded, flags_parser=lambda argv: parse_flags(argv, positional))
 
 
 # ---- the messages

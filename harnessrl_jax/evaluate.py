@@ -267,6 +267,13 @@ def main(argv, defined):
   scores.update({k: v["score"] for k, v in (result.get("ood") or {}).items()
                  if isinstance(v, dict)})
   print(" | ".join(f"{k} {v:.2f}" for k, v in scores.items() if v is not None))
+  official = ((result.get("ood") or {}).get("IFBench") or {}).get("official")
+  if official:   # IFBench's own evaluation: the numbers comparable with published ones
+    print("IFBench official: " + (official["unavailable"] if "unavailable" in official else
+          "  ".join(f"{mode} prompt {official[mode]['prompt_level']:.2f} instruction "
+                    f"{official[mode]['instruction_level']:.2f}" for mode in ("strict", "loose"))
+          + (f"  (left out, no data here: {official['unscored']})"
+             if "unscored" in official else "")))
   print(f"report: {result['report']}")
 
 

@@ -28,6 +28,11 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# NLTK's Punkt and stop-word data for the official instruction-following verifiers
+# (eval/ifverify): the shared copy beside the checkout where there is one.
+_NLTK_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "nltk_data")
+if os.path.isdir(_NLTK_DATA):
+  os.environ.setdefault("NLTK_DATA", os.path.abspath(_NLTK_DATA))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 

@@ -24,6 +24,8 @@ COMMANDS = [
     ("harnessrl_jax.distributed", "--help", ("--then", "MODULE_ARGS")),
     ("harnessrl_jax.data.validate", "--help", ("FILE",)),
     ("harnessrl_jax.data.convert", "-h", ("--format", "IN", "OUT")),
+    ("harnessrl_jax.eval.ifbench_verify", "--help", ("--mode", "--loose", "IN.jsonl",
+                                                     "OUT.jsonl")),
 ]
 
 

@@ -133,6 +133,10 @@ def test_ifbench_checks():
   out = protocols.ifbench(os.path.join(FIX, "eval_ifbench.jsonl"), gen)
   assert out["items"] == {"ifbench-e1": 100.0, "ifbench-e2": 0.0}
   assert out["instruction_accuracy"] == pytest.approx(100 * 2 / 3)
+  if "NLTK_DATA" in os.environ:   # IFBench's own evaluation beside ours (eval/ifverify)
+    assert out["official"] == {
+        mode: {"prompt_level": 50.0, "instruction_level": pytest.approx(100 * 2 / 3),
+               "prompts": 2, "instructions": 3} for mode in ("strict", "loose")}
   gen2 = scripted({"Describe rain": "Rain.", "Describe snow": "Always bright cold days."})
   out2 = protocols.ifbench(os.path.join(FIX, "eval_ifbench.jsonl"), gen2)
   assert out2["items"] == {"ifbench-e1": 0.0, "ifbench-e2": 100.0}

@@ -8,10 +8,12 @@ whose per-item scores let `stats.compare` pair two runs or checkpoints item by i
   - held-out: eval/heldout.py (the one definition, shared with the training driver).
   - MedQA / GPQA-Diamond: accuracy; the answer letter is read by `mcq.extract_choice`.
   - RoleBench: ROUGE-L F (rouge.py) against the item's references, best over references.
-  - IFBench: the importer's programmatic checks (checks.py), no LLM; "score" is prompt-level
-    strict accuracy (all checked instructions of the prompt pass), "instruction_accuracy"
-    the share of checked instructions passing. Instructions without a faithful check
-    ("unverified") are left out and counted; prompts with none checked are left out.
+  - IFBench: the importer's programmatic checks (checks.py, our strict semantics), no LLM;
+    "score" is prompt-level strict accuracy (all checked instructions of the prompt pass),
+    "instruction_accuracy" the share of checked instructions passing. Instructions without
+    a faithful check ("unverified") are left out and counted; prompts with none checked are
+    left out. "official" is IFBench's own evaluation (eval/ifverify, official mode: every
+    id, the official verifiers' quirks included): the numbers to put beside published ones.
   - WritingBench: the importer turns each 1-10 checklist item into a binary criterion met at
     >= 7/10; the judge scores them; item = 100 * share of its checklist items met (equal
     weights, as WritingBench averages its items). This is a pass rate at the 7/10 bar, NOT
@@ -28,9 +30,10 @@ from harnessrl_jax.data import checks
 from harnessrl_jax.data.importers import IMPORTERS
 from harnessrl_jax.data.loader import parse_task
 from harnessrl_jax.data.schema import Task
-from harnessrl_jax.errors import DataError
+from harnessrl_jax.errors import ConfigError, DataError
 from harnessrl_jax.eval import mcq
 from harnessrl_jax.eval.common import Generate, json_rows, require_file
+from harnessrl_jax.eval.ifverify import registry
 from harnessrl_jax.eval.rouge import rouge_l_multi
 from harnessrl_jax.judges.grading import grade
 
@@ -93,9 +96,41 @@ def ifbench(path: str, generate: Generate) -> dict:
     if verdicts:
       items[task.id] = 100.0 * all(verdicts)
       passed, checked = passed + sum(verdicts), checked + len(verdicts)
+  rows = [row for _, _, row in json_rows(path, [])]   # import_tasks read them all cleanly
   return _result("IFBench", "prompt-level strict accuracy", items,
                  instruction_accuracy=100.0 * passed / checked if checked else float("nan"),
-                 unverified_instructions=unverified, prompts_without_checks=len(tasks) - len(items))
+                 unverified_instructions=unverified, prompts_without_checks=len(tasks) - len(items),
+                 official=ifbench_official(rows, responses))
+
+
+def ifbench_official(rows: Sequence[dict], responses: Sequence[str]) -> dict:
+  """IFBench's own evaluation of `responses` (ifverify, official mode): prompt- and
+  instruction-level accuracy (0-100), strict and loose, as published IFBench numbers are.
+  Instructions whose checker needs data this machine lacks are left out and named under
+  "unscored" ({id: count}, with "why"), their prompts too; {"unavailable": why} where it
+  cannot run at all (NLTK's data missing, an unknown id)."""
+  out = {}
+  try:
+    for loose in (False, True):
+      results = [registry.verify_row({**row, "response": r}, "official", loose,
+                                     skip_unavailable=True)
+                 for row, r in zip(rows, responses)]
+      prompts = [res["follow_all_instructions"] for res in results
+                 if res["follow_all_instructions"] is not None]
+      follows = [f for res in results for f in res["follow_instruction_list"]
+                 if f is not None]
+      out["loose" if loose else "strict"] = {
+          "prompt_level": 100.0 * float(np.mean(prompts)) if prompts else float("nan"),
+          "instruction_level": 100.0 * float(np.mean(follows)) if follows else float("nan"),
+          "prompts": len(prompts), "instructions": len(follows)}
+      skipped = [res["unscored"] for res in results if "unscored" in res]
+  except (ConfigError, DataError) as e:
+    return {"unavailable": str(e)}
+  if skipped:
+    ids = [iid for u in skipped for iid in u]
+    out["unscored"] = {iid: ids.count(iid) for iid in sorted(set(ids))}
+    out["unscored_why"] = sorted({why for u in skipped for why in u.values()})
+  return out
 
 
 def writingbench(path: str, generate: Generate, judge) -> dict:
