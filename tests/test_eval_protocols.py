@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
@@ -70,6 +71,21 @@ def test_rouge_l_hand_computed():
   assert rouge.rouge_l("", "anything") == 0.0
   assert rouge.rouge_l_multi("the cat is on the mat", ["red", "The cat is on the mat"]) == 1.0
   assert rouge.lcs_length(list("ABCBDAB"), list("BDCABA")) == 4   # CLRS's example
+
+
+def test_rouge_l_equals_the_rouge_score_package():
+  # RoleBench's ROUGE-L numbers come from Google's rouge-score (rougeL, no stemmer): ours
+  # must give the same F on any text, punctuation, digits, case and non-ASCII included.
+  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
+  scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+  vocab = ("the a cat Cat sat on mat. mat, is was red blue-green 3.5 42 caf\u00e9 "
+           "na\u00efve don't ROLE play! ? \u2014 \u4e2d\u6587 x").split()
+  rng = np.random.default_rng(0)
+  worst = 0.0
+  for _ in range(500):
+    cand, ref = (" ".join(rng.choice(vocab, rng.integers(0, 25))) for _ in range(2))
+    worst = max(worst, abs(rouge.rouge_l(cand, ref) - scorer.score(ref, cand)["rougeL"].fmeasure))
+  assert worst < 1e-6
 
 
 def test_medqa_accuracy_and_prompt():
