@@ -25,6 +25,9 @@ never counts):
      not followed by a lower-case word (so the article "A" in "A patient ..." is skipped and
      a line restating several options gives nothing).
 No rule matching gives None, which scores as wrong.
+
+`extract_choice_simple_evals` reproduces openai/simple-evals' GPQA rule instead (the first
+"Answer: X", case-insensitive); protocols report the accuracy under both rules.
 """
 
 from __future__ import annotations
@@ -102,6 +105,30 @@ def extract_choice(response: str, options: Sequence[tuple[str, str]]) -> str | N
     if len(found) == 1:
       return found.pop()
   return None
+
+
+def extract_choice_simple_evals(response: str,
+                                options: Sequence[tuple[str, str]]) -> str | None:
+  r"""The letter openai/simple-evals would read from `response`, or None.
+
+  Reproduces simple-evals' GPQA extraction as read at commit
+  9e2fafd122f057f373467fc0d45901889d8c4926 (gpqa_eval.py; ANSWER_PATTERN_MULTICHOICE in
+  common.py, unchanged at 01ac108d27478a71ead72e966d68810a18a776fb): one `re.search` of
+  `Answer[ \t]*:[ \t]*$?X$?` with the IGNORECASE flag on the raw response, so
+    - the FIRST match wins, not the last;
+    - "answer"/"ANSWER" count, only spaces or tabs may surround the colon (no newline, no
+      "**", "(" or "\boxed{" between colon and letter), an optional "$" may precede it;
+    - the letter is not delimited: "Answer: Because ..." reads B;
+    - the letter is matched in either case and returned AS WRITTEN: "Answer: c" gives "c",
+      which simple-evals compares case-sensitively with "C" and so scores wrong.
+  No normalisation is applied: common.normalize_response (strips "**", "\boxed{", "$") is
+  used by simple-evals' multilingual MMLU, not by GPQA. simple-evals' class is [A-D] (its
+  template has four options); here it is the item's option letters, which for four options
+  is the same and for 5-option MedQA also admits E.
+  """
+  letters = "".join(letter for letter, _ in options)
+  found = re.search(r"(?i)Answer[ \t]*:[ \t]*\$?([" + letters + r"])\$?", response)
+  return found.group(1) if found else None
 
 
 def load_medqa(path: str) -> tuple[ChoiceItem, ...]:

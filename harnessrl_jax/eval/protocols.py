@@ -16,8 +16,11 @@ whose per-item scores let `stats.compare` pair two runs or checkpoints item by i
     id, the official verifiers' quirks included): the numbers to put beside published ones.
   - WritingBench: the importer turns each 1-10 checklist item into a binary criterion met at
     >= 7/10; the judge scores them; item = 100 * share of its checklist items met (equal
-    weights, as WritingBench averages its items). This is a pass rate at the 7/10 bar, NOT
-    WritingBench's mean 1-10 score, and is not comparable with published numbers.
+    weights, as WritingBench averages its items). This "score" is a pass rate at the 7/10
+    bar, NOT WritingBench's mean 1-10 score. When the judge has an LLM client, WritingBench's
+    own protocol runs too (eval/writingbench.py): "score_1_10", the number to put beside
+    published ones (same critic model needed), and "pass_rate_at_7" from those same 1-10
+    scores, which shows what the binary conversion does to identical judgments.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from harnessrl_jax.data.loader import parse_task
 from harnessrl_jax.data.schema import Task
 from harnessrl_jax.errors import ConfigError, DataError
 from harnessrl_jax.eval import mcq
+from harnessrl_jax.eval import writingbench as wb_scoring
 from harnessrl_jax.eval.common import Generate, json_rows, require_file
 from harnessrl_jax.eval.ifverify import registry
 from harnessrl_jax.eval.rouge import rouge_l_multi
+from harnessrl_jax.judges.client import TextClient
 from harnessrl_jax.judges.grading import grade
 
 
@@ -49,7 +54,13 @@ def multiple_choice(benchmark: str, items: Sequence[mcq.ChoiceItem], generate: G
   responses = generate([item.prompt() for item in items])
   picks = [mcq.extract_choice(r, item.options) for r, item in zip(responses, items)]
   scores = {item.id: 100.0 * (pick == item.answer) for item, pick in zip(items, picks)}
-  return _result(benchmark, "accuracy", scores, unparsed=sum(p is None for p in picks))
+  # The same responses read by simple-evals' rule, so scores compare with published ones.
+  simple = [mcq.extract_choice_simple_evals(r, item.options)
+            for r, item in zip(responses, items)]
+  hits = [100.0 * (pick == item.answer) for item, pick in zip(items, simple)]
+  return _result(benchmark, "accuracy", scores, unparsed=sum(p is None for p in picks),
+                 score_simple_evals=float(np.mean(hits)) if hits else float("nan"),
+                 unparsed_simple_evals=sum(p is None for p in simple))
 
 
 def medqa(path: str, generate: Generate) -> dict:
@@ -143,8 +154,16 @@ def writingbench(path: str, generate: Generate, judge) -> dict:
     scored = judged.scored[t, :k, 0]
     if scored.any():
       items[task.id] = 100.0 * float(judged.scores[t, :k, 0][scored].mean())
-  return _result("WritingBench", "checklist items at >= 7/10, % (judge)", items,
-                 unscored_items=len(tasks) - len(items))
+  extra = {"unscored_items": len(tasks) - len(items)}
+  client = getattr(judge, "client", None)
+  if isinstance(client, TextClient):   # WritingBench's own 1-10 protocol (eval/writingbench.py)
+    rated = wb_scoring.score_items(client, tasks, responses,
+                                   parse_retries=judge.settings.parse_retries)
+    extra.update(wb_scoring.summary(tasks, rated))
+  else:
+    extra.update(score_1_10=None, protocol_1_10="not run: the judge has no LLM client (program "
+                 "backend), so only the binary pass rate at >= 7/10 is reported")
+  return _result("WritingBench", "checklist items at >= 7/10, % (judge)", items, **extra)
 
 
 def run_ood(paths: dict[str, str], generate: Generate, judge=None, *, seed: int = 0) -> dict:
