@@ -7,7 +7,7 @@ Evaluates one checkpoint of a run and renders the run's report (docs/evaluation.
      model as loaded;
   3. held-out: config.data.heldout under the unchanged seed rubrics, greedy, no guidance;
   4. OOD: each benchmark whose local file is given (--medqa, --gpqa, --rolebench,
-     --ifbench, --writingbench); WritingBench goes through the config's judge;
+     --ifbench, --ifeval, --writingbench); WritingBench goes through the config's judge;
   5. oracle (optional): --groups=LOGGED_GROUPS.jsonl is compared pairwise by the
      --oracle_backend client (default: the judge's LLM backend; --oracle_model and
      --oracle_base_url swap in another OpenAI-compatible model); per-step shares go to
@@ -267,13 +267,15 @@ def main(argv, defined):
   scores.update({k: v["score"] for k, v in (result.get("ood") or {}).items()
                  if isinstance(v, dict)})
   print(" | ".join(f"{k} {v:.2f}" for k, v in scores.items() if v is not None))
-  official = ((result.get("ood") or {}).get("IFBench") or {}).get("official")
-  if official:   # IFBench's own evaluation: the numbers comparable with published ones
-    print("IFBench official: " + (official["unavailable"] if "unavailable" in official else
-          "  ".join(f"{mode} prompt {official[mode]['prompt_level']:.2f} instruction "
-                    f"{official[mode]['instruction_level']:.2f}" for mode in ("strict", "loose"))
-          + (f"  (left out, no data here: {official['unscored']})"
-             if "unscored" in official else "")))
+  for bench in ("IFBench", "IFEval"):
+    official = ((result.get("ood") or {}).get(bench) or {}).get("official")
+    if official:   # the benchmark's own evaluation: the numbers comparable with published ones
+      print(f"{bench} official: " + (official["unavailable"] if "unavailable" in official else
+            "  ".join(f"{mode} prompt {official[mode]['prompt_level']:.2f} instruction "
+                      f"{official[mode]['instruction_level']:.2f}"
+                      for mode in ("strict", "loose"))
+            + (f"  (left out, no data here: {official['unscored']})"
+               if "unscored" in official else "")))
   print(f"report: {result['report']}")
 
 

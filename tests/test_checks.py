@@ -51,6 +51,9 @@ CASES = [
     # sections
     ("sections", {"marker": "Section", "min": 2}, "## SECTION 1\na\n**Section 2**\nb", True),
     ("sections", {"marker": "Section", "min": 2}, "Section 1\nsee Section 2 below", False),
+    ("sections", {"marker": "Section", "min": 2, "max": 2}, "Section 1\na\nSection 2\nb", True),
+    ("sections", {"marker": "Section", "min": 1, "max": 1}, "Section 1\na\nSection 2\nb",
+     False),
     # highlighted_sections
     ("highlighted_sections", {"min": 2}, "An *italic* and a **bold** part.", True),
     ("highlighted_sections", {"min": 1}, "* not a highlight\n* list item *", False),
@@ -113,6 +116,29 @@ CASES = [
     ("regex_match", {"pattern": r"^Step \d+:"}, "Intro\nStep 1: go", True),
     ("regex_match", {"pattern": r"\bfoo\b", "min": 2}, "foo food", False),
     ("regex_match", {"pattern": r"\s", "min": 0, "max": 0}, "no-space", True),
+    # paragraph_count with a separator: non-blank pieces between "***" lines
+    ("paragraph_count", {"separator": "***", "min": 2, "max": 2}, "A\n  ***\nB\n***\n", True),
+    ("paragraph_count", {"separator": "***", "min": 2}, "A\n\nB ***bold*** C", False),
+    # repeat_prompt with text: that text instead of the prompt
+    ("repeat_prompt", {"text": "Write a haiku."}, "Write a  haiku.\nRain falls.", True),
+    ("repeat_prompt", {"text": "Write a haiku."}, PROMPT + " Write a haiku.", False),
+    # language (langdetect, seeded; unreadable text fails), optionally in one case
+    ("language", {"code": "fr"},
+     "Le temps est beau aujourd'hui et nous allons au parc avec nos amis ce soir.", True),
+    ("language", {"code": "fr"},
+     "The weather is nice today and we are going to the park with our friends.", False),
+    ("language", {"code": "fr"}, "12345 !!!", False),
+    ("language", {"code": "en", "case": "upper"}, "THE WEATHER IS NICE TODAY AND WE ARE "
+     "GOING TO THE PARK.", True),
+    ("language", {"code": "en", "case": "upper"}, "THE WEATHER IS NICE today.", False),
+    ("language", {"code": "en", "case": "lower"}, "the weather is nice today, 2024.", True),
+    # nth_paragraph_first_word (exactly `paragraphs` paragraphs; Markdown ignored)
+    ("nth_paragraph_first_word", {"paragraphs": 2, "n": 2, "word": "rain"},
+     "Clouds.\n\n**Rain**, at last.", True),
+    ("nth_paragraph_first_word", {"paragraphs": 2, "n": 2, "word": "rain"},
+     "Clouds.\n\nRain.\n\nSun.", False),
+    ("nth_paragraph_first_word", {"paragraphs": 2, "n": 1, "word": "rain"},
+     "Raining.\n\nRain.", False),
     # language_english
     ("language_english", {},
      "The weather is nice today and we are going to the park with our friends.", True),
@@ -418,6 +444,14 @@ def test_length_ratio_is_language_independent():
      ["arg 'positions' are 1-based (negative counts from the end); 0 is not a position"]),
     ("sentence_type_ratio", {"declarative": 0, "interrogative": 0}, ["give a positive weight"]),
     ("json_format", {}, []),
+    ("language", {"code": "xx"}, ["arg 'code' must be a langdetect language code "
+                                  f"({', '.join(sorted(checks.LANGDETECT_CODES))}), got 'xx'"]),
+    ("language", {"code": "en", "case": "title"},
+     ["arg 'case' must be 'upper' or 'lower', got 'title'"]),
+    ("nth_paragraph_first_word", {"paragraphs": 2, "n": 3, "word": "x"},
+     ["arg 'n' (3) is greater than 'paragraphs' (2)"]),
+    ("paragraph_count", {"separator": " ", "min": 1}, ["arg 'separator' must not be empty"]),
+    ("repeat_prompt", {"text": ""}, ["arg 'text' must not be empty"]),
 ])
 def test_validate_check_messages(kind, args, problems):
   assert checks.validate_check(kind, args) == problems

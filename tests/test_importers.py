@@ -38,7 +38,7 @@ def sha12(*parts):
 
 
 def test_registry_names():
-  assert set(IMPORTERS) == set(OWN_FORMATS) | {"ifbench"}
+  assert set(IMPORTERS) == set(OWN_FORMATS) | {"ifbench", "ifeval"}
   with pytest.raises(KeyError):
     IMPORTERS["nope"]
 

@@ -10,7 +10,7 @@ every (criterion, response) cell, only evaluates the predicate. Shared conventio
     directly on either side) unless `case_sensitive: true`;
   * words, sentences and paragraphs are as defined in `text_units`.
 The first block of kinds is the shared data contract; the second block adds the
-verifiers the IFBench importer needs (see importers/ifbench.py).
+verifiers the IFBench and IFEval importers need (see importers/ifbench.py, ifeval.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
+import functools
 import inspect
 import json
 import re
@@ -237,10 +238,18 @@ def _sentence_count(response, args, prompt):
   return _within(len(tu.sentences(response)), args)
 
 
-@_register("paragraph_count", _INT_BOUNDS, bounds=True)
+@_register("paragraph_count", {**_INT_BOUNDS, "separator": (str, False)}, bounds=True,
+           extra=_nonempty("separator"))
 def _paragraph_count(response, args, prompt):
-  """The number of blank-line-separated paragraphs lies within min/max."""
-  return _within(len(tu.paragraphs(response)), args)
+  """The number of blank-line-separated paragraphs lies within min/max.
+
+  With `separator` (e.g. "***"), paragraphs are the non-blank pieces between lines that
+  hold only the separator (surrounding spaces allowed) instead.
+  """
+  if "separator" not in args:
+    return _within(len(tu.paragraphs(response)), args)
+  line = re.compile(r"^[ \t]*" + re.escape(args["separator"]) + r"[ \t]*$", re.M)
+  return _within(sum(1 for p in line.split(response) if p.strip()), args)
 
 
 @_register("char_count", _INT_BOUNDS, bounds=True)
@@ -272,15 +281,17 @@ def _markdown_headings(response, args, prompt):
   return _within(_count(_HEADING_RE, response), args)
 
 
-@_register("sections", {"marker": (str, True), "min": (int, True)}, extra=_nonempty("marker"))
+@_register("sections", {"marker": (str, True), "min": (int, True), "max": (int, False)},
+           extra=_nonempty("marker"))
 def _sections(response, args, prompt):
-  """At least `min` lines start with `marker` and a number ("Section 1", "## SECTION 2: ...").
+  """At least `min` (and at most `max`, where given) lines start with `marker` and a number
+  ("Section 1", "## SECTION 2: ...").
 
   Markdown decoration (#, *, _, >) before the marker is allowed; case-insensitive.
   """
   pattern = re.compile(r"^[\s#*_>]*" + re.escape(args["marker"]) + r"[ \t]+\d+\b",
                        re.M | re.I)
-  return _count(pattern, response) >= args["min"]
+  return _within(_count(pattern, response), args)
 
 
 _HIGHLIGHT_RE = re.compile(r"\*(?![\s*])[^\n*]+?(?<![\s*])\*")
@@ -377,13 +388,14 @@ def _squash(text: str) -> str:
   return " ".join(text.split())
 
 
-@_register("repeat_prompt")
+@_register("repeat_prompt", {"text": (str, False)}, extra=_nonempty("text"))
 def _repeat_prompt(response, args, prompt):
-  """The response begins with the task's user prompt verbatim (runs of whitespace collapse).
+  """The response begins with the task's user prompt verbatim (runs of whitespace collapse);
+  with `text`, with that text instead (the request without the instruction to repeat it).
 
   False when no prompt is given.
   """
-  p = _squash(prompt)
+  p = _squash(args.get("text", prompt))
   return bool(p) and _squash(response).startswith(p)
 
 
@@ -476,7 +488,69 @@ def _language_english(response, args, prompt):
 
 
 # ---------------------------------------------------------------------------------------
-# Further kinds, each named after what it verifies (used by the IFBench importer).
+# Further kinds, each named after what it verifies (used by the IFBench and IFEval importers).
+
+# langdetect's language profiles (its ISO 639-1 codes, Chinese split in two).
+LANGDETECT_CODES = frozenset("""af ar bg bn ca cs cy da de el en es et fa fi fr gu he hi hr hu id
+it ja kn ko lt lv mk ml mr ne nl no pa pl pt ro ru sk sl so sq sv sw ta te th tl tr uk ur vi
+zh-cn zh-tw""".split())
+
+
+@functools.cache
+def _language_factory() -> Any:
+  """A private langdetect factory with seed 0: the same verdict every run, and the global
+  factory other code may use is left alone (as eval/ifverify/official_ifeval.py does)."""
+  from langdetect import detector_factory  # pylint: disable=g-import-not-at-top
+  factory = detector_factory.DetectorFactory()
+  factory.load_profile(detector_factory.PROFILES_DIRECTORY)
+  factory.seed = 0
+  return factory
+
+
+def _language_problems(args):
+  out = []
+  if args["code"] not in LANGDETECT_CODES:
+    out.append(f"arg 'code' must be a langdetect language code "
+               f"({', '.join(sorted(LANGDETECT_CODES))}), got {args['code']!r}")
+  if args.get("case", "upper") not in ("upper", "lower"):
+    out.append(f"arg 'case' must be 'upper' or 'lower', got {args['case']!r}")
+  return out
+
+
+@_register("language", {"code": (str, True), "case": (str, False)}, extra=_language_problems)
+def _language(response, args, prompt):
+  """langdetect (seeded) reads the response as language `code`; text it cannot read (no
+  letters) fails. With `case` "upper" or "lower", every letter is also in that case (at
+  least one letter)."""
+  from langdetect import LangDetectException  # pylint: disable=g-import-not-at-top
+  case = args.get("case")
+  if case is not None and not (response.isupper() if case == "upper" else response.islower()):
+    return False
+  detector = _language_factory().create()
+  detector.append(response)
+  try:
+    return detector.detect() == args["code"]
+  except LangDetectException:
+    return False
+
+
+@_register("nth_paragraph_first_word", {"paragraphs": (int, True), "n": (int, True),
+                                        "word": (str, True), **_CASE},
+           extra=_all(_nonempty("word"), _at_least(1, "paragraphs", "n"),
+                      lambda a: [] if a["n"] <= a["paragraphs"] else [
+                          f"arg 'n' ({a['n']}) is greater than 'paragraphs' "
+                          f"({a['paragraphs']})"]))
+def _nth_paragraph_first_word(response, args, prompt):
+  """Exactly `paragraphs` blank-line-separated paragraphs, and the first word of the `n`-th
+  (1-based) is `word` (Markdown around it, such as "**", does not count)."""
+  ps = tu.paragraphs(response)
+  if len(ps) != args["paragraphs"]:
+    return False
+  ws = tu.words(ps[args["n"] - 1])
+  cs = args.get("case_sensitive", False)
+  return bool(ws) and _fold(ws[0], cs) == _fold(args["word"].strip(), cs)
+
+
 
 
 def _same_length(a: str, b: str) -> Validator:

@@ -15,7 +15,7 @@ from harnessrl_jax.rollout.texts import Generate  # pylint: disable=unused-impor
 
 # Benchmark name -> the evaluate flag that gives its local copy.
 FLAGS = {"MedQA": "medqa", "GPQA-Diamond": "gpqa", "RoleBench": "rolebench",
-         "IFBench": "ifbench", "WritingBench": "writingbench"}
+         "IFBench": "ifbench", "IFEval": "ifeval", "WritingBench": "writingbench"}
 
 
 def require_file(benchmark: str, path: str) -> None:

@@ -1,4 +1,4 @@
-"""Evaluation protocols: the five OOD benchmarks (the held-out score is eval/heldout.py).
+"""Evaluation protocols: the six OOD benchmarks (the held-out score is eval/heldout.py).
 
 Every protocol takes a `generate(conversations) -> responses` callable (one greedy response
 each, no guidance fields) and returns a JSON-ready dict
@@ -14,6 +14,8 @@ whose per-item scores let `stats.compare` pair two runs or checkpoints item by i
     a faithful check ("unverified") are left out and counted; prompts with none checked are
     left out. "official" is IFBench's own evaluation (eval/ifverify, official mode: every
     id, the official verifiers' quirks included): the numbers to put beside published ones.
+  - IFEval: the same protocol through the IFEval importer (its 25 ids, all checked; official
+    mode: eval/ifverify/official_ifeval.py).
   - WritingBench: the importer turns each 1-10 checklist item into a binary criterion met at
     >= 7/10; the judge scores them; item = 100 * share of its checklist items met (equal
     weights, as WritingBench averages its items). This "score" is a pass rate at the 7/10
@@ -97,7 +99,17 @@ def rolebench(path: str, generate: Generate) -> dict:
 
 
 def ifbench(path: str, generate: Generate) -> dict:
-  tasks = import_tasks("IFBench", path, "ifbench")
+  return instruction_following("IFBench", path, "ifbench", generate)
+
+
+def ifeval(path: str, generate: Generate) -> dict:
+  return instruction_following("IFEval", path, "ifeval", generate)
+
+
+def instruction_following(benchmark: str, path: str, fmt: str, generate: Generate) -> dict:
+  """IFBench's and IFEval's protocol (module docstring): the `fmt` importer's checks, plus
+  the benchmark's official evaluation under "official"."""
+  tasks = import_tasks(benchmark, path, fmt)
   responses = generate([t.prompt for t in tasks])
   items, passed, checked, unverified = {}, 0, 0, 0
   for task, response in zip(tasks, responses):
@@ -108,15 +120,15 @@ def ifbench(path: str, generate: Generate) -> dict:
       items[task.id] = 100.0 * all(verdicts)
       passed, checked = passed + sum(verdicts), checked + len(verdicts)
   rows = [row for _, _, row in json_rows(path, [])]   # import_tasks read them all cleanly
-  return _result("IFBench", "prompt-level strict accuracy", items,
+  return _result(benchmark, "prompt-level strict accuracy", items,
                  instruction_accuracy=100.0 * passed / checked if checked else float("nan"),
                  unverified_instructions=unverified, prompts_without_checks=len(tasks) - len(items),
                  official=ifbench_official(rows, responses))
 
 
 def ifbench_official(rows: Sequence[dict], responses: Sequence[str]) -> dict:
-  """IFBench's own evaluation of `responses` (ifverify, official mode): prompt- and
-  instruction-level accuracy (0-100), strict and loose, as published IFBench numbers are.
+  """IFBench's (or IFEval's) own evaluation of `responses` (ifverify, official mode): prompt-
+  and instruction-level accuracy (0-100), strict and loose, as published numbers are.
   Instructions whose checker needs data this machine lacks are left out and named under
   "unscored" ({id: count}, with "why"), their prompts too; {"unavailable": why} where it
   cannot run at all (NLTK's data missing, an unknown id)."""
@@ -177,6 +189,8 @@ def run_ood(paths: dict[str, str], generate: Generate, judge=None, *, seed: int 
     out["RoleBench"] = rolebench(paths["rolebench"], generate)
   if paths.get("ifbench"):
     out["IFBench"] = ifbench(paths["ifbench"], generate)
+  if paths.get("ifeval"):
+    out["IFEval"] = ifeval(paths["ifeval"], generate)
   if paths.get("writingbench"):
     if judge is None:
       raise DataError(["WritingBench: needs a judge with an LLM backend (config.judge)"])

@@ -16,7 +16,7 @@ from typing import Any
 ConvertFn = Callable[[dict[str, Any]], dict[str, Any]]
 
 _NAMES = ("healthbench", "rar", "rubrichub", "researchqa", "writingbench", "ifbench",
-          "rolebench")
+          "ifeval", "rolebench")
 
 
 class _Registry(Mapping):

@@ -9,9 +9,11 @@ approximate, such as syllable counting, add the tag "heuristic"); otherwise the 
 is tagged "unverified" and left to an LLM judge. All 58 ids of IFBench's test registry are
 mapped: 52 get checks; the 6 that need part-of-speech tagging or whose answer is a list of
 facts (capitals, countries, battle dates, the reversed "bald eagle" answers) are unverified,
-as is any id outside the registry (its text then names the id and kwargs). Arguments of the
-fixed-text "custom:" ids (CSV columns, counting range, ...) are read from the prompt; if the
-prompt does not state them in the expected words the criterion falls back to "unverified".
+as is any id outside the registry (its text then names the id and kwargs). Arguments of
+the fixed-text "custom:" ids (CSV columns, counting range, ...) are read from the prompt; if
+the prompt does not state them in the expected words the criterion falls back to
+"unverified". IFEval's 25 classic ids, which IFBench's registry holds too, take the rules
+of importers/ifeval.py.
 Domain: "instruction_following"; meta keeps the upstream key and instruction ids.
 """
 
@@ -464,14 +466,26 @@ _fixed("custom:character_reverse", "Answer the question with the sentence in rev
        "letter by letter.", None)
 
 
-def _unknown(instruction_id: str, kwargs: dict[str, Any]) -> str:
+def _unknown(benchmark: str, instruction_id: str, kwargs: dict[str, Any]) -> str:
   args = ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items()))
-  return (f"Follows the IFBench instruction {instruction_id!r}"
+  return (f"Follows the {benchmark} instruction {instruction_id!r}"
           f"{f' ({args})' if args else ''} as stated in the prompt.")
 
 
 def convert_record(record: dict[str, Any]) -> dict[str, Any]:
   """One IFBench row -> one task dict; raises DataError listing every malformed field."""
+  # IFBench's registry also holds IFEval's 25 ids; their rules are ifeval.py's, which builds
+  # on the helpers above, so it is imported on first use, not at the top (no import cycle).
+  from harnessrl_jax.data.importers import ifeval  # pylint: disable=g-import-not-at-top
+  return convert_with(record, source=SOURCE, benchmark="IFBench",
+                      rules={**ifeval.RULES, **_RULES},
+                      heuristic=HEURISTIC_IDS | ifeval.HEURISTIC_IDS)
+
+
+def convert_with(record: dict[str, Any], *, source: str, benchmark: str,
+                 rules: dict[str, Rule], heuristic: frozenset[str]) -> dict[str, Any]:
+  """A row {key, prompt, instruction_id_list, kwargs} -> a task of `source` whose criteria
+  come from `rules` (ids outside them are unverified and named as `benchmark`'s)."""
   f = Fields(record)
   key = f.get(record, "key", "key", (int, str))
   prompt = f.text(record, "prompt", "prompt")
@@ -495,22 +509,23 @@ def convert_record(record: dict[str, Any]) -> dict[str, Any]:
       f.add(path, f"must be an object or null, got {type(raw).__name__}")
       continue
     kwargs = {k: v for k, v in (raw or {}).items() if v is not None}
-    rule = _RULES.get(iid)
-    made = rule(_Kwargs(kwargs, path, iid, f), prompt) if rule else (_unknown(iid, kwargs), None)
+    rule = rules.get(iid)
+    made = (rule(_Kwargs(kwargs, path, iid, f), prompt) if rule
+            else (_unknown(benchmark, iid, kwargs), None))
     if not made:
       continue
     text, check = made
-    tags = [SOURCE, iid]
+    tags = [source, iid]
     criterion = {"id": criterion_id(i), "text": text, "weight": 1.0, "anchor": True}
     if check is None:
       tags.append("unverified")
     else:
       criterion["check"] = check
-      if iid in HEURISTIC_IDS:
+      if iid in heuristic:
         tags.append("heuristic")
     criteria.append({**criterion, "tags": tags})
   f.done()
-  return {"id": task_id(SOURCE, key), "domain": DOMAIN, "source": SOURCE,
+  return {"id": task_id(source, key), "domain": DOMAIN, "source": source,
           "prompt": [{"role": "user", "content": prompt}], "criteria": criteria,
           "reference_answer": None,
           "meta": {"key": key, "instruction_id_list": list(ids)}}
