@@ -28,7 +28,6 @@ give None.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +37,7 @@ import numpy as np
 from harnessrl_jax.data.importers.writingbench import LEVELS, PASS_SCORE
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.judges.client import ServerError, TextClient
+from harnessrl_jax.judges.parsing import first_json_with
 from harnessrl_jax.judges.prompt import fence
 
 # Upstream lets its critic write up to 2048 tokens; a score and a reason need far fewer.
@@ -128,7 +128,6 @@ def task_messages(task: Task, response: str) -> list[tuple[Message, ...]]:
   return [item_messages(task.user_text, response, item_meta(task, c)) for c in task.criteria]
 
 
-_DECODER = json.JSONDecoder()
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
 # "Score: 7", "**Score:** 7/10", "score = 4 out of 10", "The score is 5", '"score": 7'; not
 # a range ("a score of 1 to 10", "score 1-10").
@@ -161,15 +160,9 @@ def parse_score(text: str | None) -> int | None:
   if not text:
     return None
   text = strip_reasoning(text)
-  start = text.find("{")
-  while start != -1:
-    try:
-      obj, _ = _DECODER.raw_decode(text, start)
-    except json.JSONDecodeError:
-      obj = None
-    if isinstance(obj, dict) and "score" in obj:
-      return _as_score(obj["score"])
-    start = text.find("{", start + 1)
+  obj = first_json_with(text, "score")
+  if obj is not None:
+    return _as_score(obj["score"])
   found = {m.group(1) for m in _SCORE_TEXT.finditer(text)}
   if not found:
     bare = _BARE.fullmatch(text)

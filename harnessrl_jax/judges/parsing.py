@@ -13,22 +13,30 @@ import json
 _DECODER = json.JSONDecoder()
 
 
-def parse_verdict(text: str | None) -> bool | None:
-  """criteria_met of the first usable JSON object in `text`, or None."""
-  if not text:
-    return None
+def first_json_with(text: str, key: str) -> dict | None:
+  """The first JSON object in `text` that has `key`, or None."""
   start = text.find("{")
   while start != -1:
     try:
       obj, _ = _DECODER.raw_decode(text, start)
     except json.JSONDecodeError:
       obj = None
-    if isinstance(obj, dict) and "criteria_met" in obj:
-      value = obj["criteria_met"]
-      if isinstance(value, bool):
-        return value
-      if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-      return None  # the object is there but its verdict is not a boolean: do not guess
+    if isinstance(obj, dict) and key in obj:
+      return obj
     start = text.find("{", start + 1)
   return None
+
+
+def parse_verdict(text: str | None) -> bool | None:
+  """criteria_met of the first usable JSON object in `text`, or None."""
+  if not text:
+    return None
+  obj = first_json_with(text, "criteria_met")
+  if obj is None:
+    return None
+  value = obj["criteria_met"]
+  if isinstance(value, bool):
+    return value
+  if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+    return value.strip().lower() == "true"
+  return None  # the object is there but its verdict is not a boolean: do not guess
