@@ -137,7 +137,7 @@ def test_command_line_writes_official_shaped_rows_and_names_bad_lines(tmp_path):
 
 def test_evaluate_says_why_the_official_numbers_are_missing():
   from harnessrl_jax.eval import protocols  # pylint: disable=g-import-not-at-top
-  out = protocols.ifbench_official([row(["test:nope"], [{}], None)], ["some text"])
+  out = protocols.official_scores([row(["test:nope"], [{}], None)], ["some text"])
   assert list(out) == ["unavailable"] and "'test:nope' has no official checker" in \
       out["unavailable"]
 
@@ -158,7 +158,7 @@ def test_a_checker_without_its_data_is_left_out_and_named(monkeypatch):
   assert out["follow_all_instructions"] is None
   assert out["unscored"] == {"test:tagger": "needs NLTK's POS tagger"}
   rows = [r, row(["test:always"], [{}], "x")]
-  got = protocols.ifbench_official(rows, ["text", "text"])
+  got = protocols.official_scores(rows, ["text", "text"])
   assert got["strict"] == {"prompt_level": 100.0, "instruction_level": 100.0,
                            "prompts": 1, "instructions": 2}
   assert got["unscored"] == {"test:tagger": 1}

@@ -123,10 +123,10 @@ def instruction_following(benchmark: str, path: str, fmt: str, generate: Generat
   return _result(benchmark, "prompt-level strict accuracy", items,
                  instruction_accuracy=100.0 * passed / checked if checked else float("nan"),
                  unverified_instructions=unverified, prompts_without_checks=len(tasks) - len(items),
-                 official=ifbench_official(rows, responses))
+                 official=official_scores(rows, responses))
 
 
-def ifbench_official(rows: Sequence[dict], responses: Sequence[str]) -> dict:
+def official_scores(rows: Sequence[dict], responses: Sequence[str]) -> dict:
   """IFBench's (or IFEval's) own evaluation of `responses` (ifverify, official mode): prompt-
   and instruction-level accuracy (0-100), strict and loose, as published numbers are.
   Instructions whose checker needs data this machine lacks are left out and named under
