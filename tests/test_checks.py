@@ -372,6 +372,21 @@ CASES = [
      "I'm sorry. Headaches are common.", False),
     ("repeated_sentences", {"min": 2}, "Rest helps. Drink water. Rest helps!", True),
     ("repeated_sentences", {"min": 2}, "Rest helps. Drink water.", False),
+    # ends_complete: a reply cut off at the token limit mid-sentence fails
+    ("ends_complete", {}, "Rest helps. Drink water.", True),
+    ("ends_complete", {}, "Is it \u201cjust stress?\u201d", True),
+    ("ends_complete", {}, "**Rest helps!**", True),
+    ("ends_complete", {}, "Rest helps. Drink water and", False),
+    ("ends_complete", {}, "1. Rest\n2. Water", False),
+    # all_of: every sub-check passes
+    ("all_of", {"checks": [{"type": "fluent_word_count", "min": 5},
+                           {"type": "ends_complete"}]},
+     "Rest is the best cure. Drink water.", True),
+    ("all_of", {"checks": [{"type": "fluent_word_count", "min": 5},
+                           {"type": "ends_complete"}]},
+     "Rest is the best cure. Drink a lot of", False),
+    ("all_of", {"checks": [{"type": "fluent_word_count", "min": 5},
+                           {"type": "ends_complete"}]}, "Rest helps.", False),
 ]
 
 
@@ -427,6 +442,13 @@ def test_length_ratio_is_language_independent():
     ("keyword_present", {"keywords": ["a", 1]},
      ["arg 'keywords' must be list[str], got list[int|str]"]),
     ("word_count", {}, ["give at least one of min/max"]),
+    ("all_of", {"checks": []}, ["arg 'checks' must not be empty"]),
+    ("all_of", {"checks": [{"type": "word_count"}]},
+     ["checks[0] (word_count): give at least one of min/max"]),
+    ("all_of", {"checks": [{"min": 3}]}, ["checks[0]: needs a string 'type'"]),
+    ("all_of", {"checks": [{"type": "all_of", "checks": []}]},
+     ["checks[0]: all_of does not nest"]),
+    ("all_of", {"checks": ["word_count"]}, ["arg 'checks' must be list[Mapping], got list[str]"]),
     ("keyword_count", {"keyword": "x"}, ["give at least one of min/max"]),
     ("word_count", {"min": 5, "max": 3}, ["min (5) is greater than max (3)"]),
     ("regex_match", {"pattern": "x"}, []),  # min defaults to 1: no bound needed

@@ -1256,6 +1256,39 @@ def _keywords_in_same_sentence(response, args, prompt):
              for s in tu.sentences(response))
 
 
+_FINISHED_RE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]*_]*$")
+
+
+@_register("ends_complete")
+def _ends_complete(response, args, prompt):
+  """The response ends with a finished sentence: its last character, after closing quotes,
+  brackets and markdown emphasis, is ".", "!", "?" or an ellipsis (a reply cut off at the
+  token limit mid-sentence fails)."""
+  return bool(_FINISHED_RE.search(response.rstrip()))
+
+
+def _all_of_problems(args):
+  out = []
+  for i, sub in enumerate(args["checks"]):
+    kind = sub.get("type")
+    if not isinstance(kind, str):
+      out.append(f"checks[{i}]: needs a string 'type'")
+    elif kind == "all_of":
+      out.append(f"checks[{i}]: all_of does not nest")
+    else:
+      out.extend(f"checks[{i}] ({kind}): {p}" for p in
+                 validate_check(kind, {k: v for k, v in sub.items() if k != "type"}))
+  return out or ([] if args["checks"] else ["arg 'checks' must not be empty"])
+
+
+@_register("all_of", {"checks": (list[Mapping], True)}, extra=_all_of_problems)
+def _all_of(response, args, prompt):
+  """Every check in `checks` ({type, ...args} each) passes: a criterion whose intent
+  needs two verifiers (e.g. a word count and a finished last sentence)."""
+  return all(CHECKS[sub["type"]].fn(response, {k: v for k, v in sub.items() if k != "type"},
+                                    prompt) for sub in args["checks"])
+
+
 # Penalty detectors: a penalty criterion (negative weight) is "met" when the bad behaviour
 # happened, so these pass exactly when a response shows the hack the kinds above close.
 
