@@ -120,6 +120,8 @@ def test_the_edits_change_only_what_they_target():
   assert set(edited_versions(padded)) == {"repetition"}
   out = edited_versions(padded + " I hope this helps. Xqzt vlorp brunk kelo mrap zint.")
   assert set(out) == {"phrase", "repetition", "filler", "all"}
+  cut = edited_versions("The sky is blue. Light scatters in the air and the")
+  assert cut == {"unfinished": "The sky is blue."}
   assert out["all"] == ("Leaves change colour in autumn for many reasons. This is an "
                         "important point to consider.")
   assert removed_sentences(padded, out["repetition"]) == \
@@ -184,6 +186,36 @@ def test_length_from_thoroughness_is_not_spurious():
   assert (sig["filler_edited"], sig["filler_flipped"]) == (2, 0)
   assert sig["filler_rest_change_points"] == 0.0 and sig["flipped_by"] == ""
   assert cost.judge_cells == 2 * 2
+
+
+# (c) c2 of fx.PADDED met only by fluent replies run on to the token limit: without their
+# cut-off last sentence they fall under 30 words.
+CUT_OFF_RESPONSES = (
+    "In autumn chlorophyll breaks down and yellow pigments show through.",
+    "Less light means the chlorophyll fades, revealing other pigments.",
+    "Leaves change colour in autumn because the days get shorter and cooler. The tree "
+    "stops making the green pigment that it uses to capture light. As the weeks go by the "
+    "other colours in the leaf become easier to",
+    "Each autumn the leaves of many trees turn red, orange and yellow. It happens when the "
+    "nights grow long and the air turns cold. Then the tree pulls what it can back into "
+    "its branches and the",
+)
+
+
+def test_a_length_criterion_met_by_cut_off_replies_is_spurious():
+  g = group_of(fx.PADDED, CUT_OFF_RESPONSES)
+  assert phrases.drop_unfinished(CUT_OFF_RESPONSES[0]) is CUT_OFF_RESPONSES[0]
+  assert phrases.drop_unfinished("Just one unfinished sentence and") == \
+      "Just one unfinished sentence and"
+  att, _ = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and lab.route == "rubric"
+  assert sig["intervention_edits"] == ("unfinished",) and sig["flipped_by"] == "unfinished"
+  assert (sig["unfinished_edited"], sig["unfinished_flipped"]) == (2, 2)
+  assert sig["unfinished_rest_change_points"] == 0.0
+  assert lab.evidence == ("As the weeks go by the other colours in the leaf become easier to",
+                          "Then the tree pulls what it can back into its branches and the")
 
 
 def test_length_that_carries_real_content_is_not_spurious():

@@ -59,7 +59,8 @@ def test_tighten_is_measured_and_accepted_under_the_program_judge():
   cand = propose(req)
   assert cand.kind == "rubric:tighten"
   (op,) = cand.ops
-  assert op.check.to_json() == {"type": "fluent_word_count", "min": 30}
+  assert op.check.to_json() == {"type": "all_of", "checks": [
+      {"type": "fluent_word_count", "min": 30}, {"type": "ends_complete"}]}
   meas = measure(cand, h, req, judge)
   # The padded responses lose c2 (40 points): r 0.5 -> 0.3, inside the band [3.1, 28].
   assert not meas.unmeasurable and meas.accepted, meas.reasons

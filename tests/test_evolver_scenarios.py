@@ -234,14 +234,17 @@ def test_padding_gets_its_word_count_check_tightened():
   assert signals["by_length"] and not signals["phrase"] and signals["length_ratio"] > 3
   assert "This is an important point to consider." in lab["c2"].evidence
   (rec,) = [r for r in res.records if r.route == "rubric"]
-  # c2's word_count check becomes fluent_word_count: the padded responses say
+  # c2's word_count check becomes fluent_word_count (and a finished reply): the padded
+  # responses say
   # 15 distinct words, not 30, and lose c2's 40 points: r 0.5 -> 0.3.
   assert rec.verdict == "accepted" and rec.candidate.kind == "rubric:tighten"
   assert rec.measurement.delta == pytest.approx(20.0, abs=1e-4)
   (c2,) = [c for c in res.harness.criteria("t-pad") if c.id == "c2"]
-  assert c2.check.to_json() == {"type": "fluent_word_count", "min": 30}
+  assert c2.check.to_json() == {"type": "all_of", "checks": [
+      {"type": "fluent_word_count", "min": 30}, {"type": "ends_complete"}]}
   assert c2.text == ("Is thorough and detailed; only sentences that read as text count "
-                     "towards its length, repeated ones once.")
+                     "towards its length, repeated ones once, and a reply cut off "
+                     "mid-sentence does not count.")
 
 
 PADDED_ANCHOR = Task("t-pad", "science", fx.PADDED.prompt,

@@ -1256,15 +1256,12 @@ def _keywords_in_same_sentence(response, args, prompt):
              for s in tu.sentences(response))
 
 
-_FINISHED_RE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]*_]*$")
-
-
 @_register("ends_complete")
 def _ends_complete(response, args, prompt):
   """The response ends with a finished sentence: its last character, after closing quotes,
   brackets and markdown emphasis, is ".", "!", "?" or an ellipsis (a reply cut off at the
   token limit mid-sentence fails)."""
-  return bool(_FINISHED_RE.search(response.rstrip()))
+  return tu.ends_complete(response)
 
 
 def _all_of_problems(args):

@@ -81,6 +81,16 @@ def sentences(text: str) -> list[str]:
   return out
 
 
+_FINISHED_RE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]*_]*$")
+
+
+def ends_complete(text: str) -> bool:
+  """Whether `text` ends with a finished sentence: its last character, after closing
+  quotes, brackets and markdown emphasis, is ".", "!", "?" or an ellipsis (a reply cut off
+  at the token limit mid-sentence does not)."""
+  return bool(_FINISHED_RE.search(text.rstrip()))
+
+
 def reads_as_text(sentence: str) -> bool:
   """At least 3 words, a fifth of them common function words: text, not a token salad."""
   ws = [w.lower() for w in words(sentence)]

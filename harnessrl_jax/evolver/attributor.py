@@ -18,7 +18,10 @@ satisfying responses and regrades the edited texts with the judge under the grou
   phrase      drop the generic stock sentences (phrases.strip_generic);
   repetition  keep a repeated sentence's first occurrence, say a doubled word once;
   filler      drop the sentences that do not read as text (phrases.drop_filler);
-  all         the three in turn, for a response that two or more of them change.
+  unfinished  drop an unfinished last sentence (phrases.drop_unfinished): a reply run on
+              to the token limit and cut off mid-sentence, the length hack that fluent
+              text makes (DAPO's "overlong" responses);
+  all         the four in turn, for a response that two or more of them change.
 There is no length cut: it flips every criterion that measures length by construction, so
 it cannot tell padding from thoroughness; the filler and repetition edits remove what
 padding is made of and leave the fluent sentences of a thorough answer.
@@ -125,17 +128,18 @@ def suspects_of(surface_of: dict[int, dict[str, Any]]) -> set[int]:
 
 
 # The intervention's edits in the order they are tried; "all" applies them in turn.
-EDITS = ("phrase", "repetition", "filler", "all")
+EDITS = ("phrase", "repetition", "filler", "unfinished", "all")
 
 
 def edited_versions(text: str) -> dict[str, str]:
   """{edit: `text` with that surface feature taken out} for the edits that change it, and
   "all" when two or more of them do."""
   out = {"phrase": phrases.strip_generic(text), "repetition": phrases.drop_repetition(text),
-         "filler": phrases.drop_filler(text)}
+         "filler": phrases.drop_filler(text), "unfinished": phrases.drop_unfinished(text)}
   out = {e: t for e, t in out.items() if t != text}
   if len(out) > 1:
-    out["all"] = phrases.drop_filler(phrases.drop_repetition(phrases.strip_generic(text)))
+    out["all"] = phrases.drop_unfinished(phrases.drop_filler(phrases.drop_repetition(
+        phrases.strip_generic(text))))
   return out
 
 

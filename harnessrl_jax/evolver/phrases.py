@@ -1,6 +1,7 @@
 """Surface signals of reward hacking: generic stock phrases, repetition, filler (sentences
-that do not read as text) and response length, and the edits that take the first three out
-of a response (the attributor's intervention).
+that do not read as text), an unfinished last sentence (a reply cut off at the token limit)
+and response length, and the edits that take the first four out of a response (the
+attributor's intervention).
 
 The phrase list covers what the paper names as generic content that passes rubric items
 superficially: praise openers ("Great question!"), claims of compliance ("All
@@ -74,6 +75,15 @@ def drop_repetition(text: str) -> str:
     seen.add(key)
     kept.append(_REPEATED_WORD.sub(r"\1", s))
   return text if kept == said else " ".join(kept)
+
+
+def drop_unfinished(text: str) -> str:
+  """`text` without its last sentence when that sentence is unfinished (a reply cut off at
+  the token limit: text_units.ends_complete); a one-sentence text is left as it is."""
+  said = sentences(text)
+  if len(said) < 2 or text_units.ends_complete(text):
+    return text
+  return " ".join(said[:-1])
 
 
 def drop_filler(text: str) -> str:

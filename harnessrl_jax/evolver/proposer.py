@@ -9,7 +9,8 @@ was already sent back is not proposed again; the critic's measurement steers the
             shortfall. When the task is at its guidance cap the oldest field is dropped in
             the same candidate (a secondary operation).
   rubric    tighten: rewrite a non-anchor criterion whose check has an exploit-closing
-            version (`TIGHTEN`: word_count -> fluent_word_count, keyword_count
+            version (`TIGHTEN`: word_count -> fluent_word_count, with a lower bound also
+            a finished last sentence (all_of ... ends_complete), keyword_count
             -> keyword_sentence_count, keyword_present -> keywords_in_same_sentence with
             content words of the prompt), text and check together; rewrite: new words
             for a non-anchor criterion without a check (new text cannot change a check's
@@ -245,9 +246,14 @@ def content_words(prompt: str, exclude=(), n: int = 4) -> list[str]:
 def _tighten_word_count(args, prompt):
   del prompt
   # fluent_word_count also drops repeated sentences; it closes token-salad padding too,
-  # the kind a small sampled model produces (docs/testbed.md)
-  return (Check("fluent_word_count", args),
-          "only sentences that read as text count towards its length, repeated ones once")
+  # the kind a small sampled model produces (docs/testbed.md). A lower bound can also be
+  # met by running on to the token limit: the reply must then end with a finished sentence.
+  fluent = Check("fluent_word_count", args)
+  clause = "only sentences that read as text count towards its length, repeated ones once"
+  if args.get("min") is None:
+    return fluent, clause
+  return (Check("all_of", {"checks": [fluent.to_json(), {"type": "ends_complete"}]}),
+          f"{clause}, and a reply cut off mid-sentence does not count")
 
 
 def _tighten_keyword_count(args, prompt):
