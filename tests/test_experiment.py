@@ -24,7 +24,7 @@ from tests.conftest import tiny_driver_data
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARMS, SEEDS = ("harnessrl", "grpo_static"), (0, 1)
 # configs/tiny.py's sizes over the testbed's (configs/default.py's) arms; no memory: its
-# sentence embedder alone adds ~14 s to the start of every evolver run here
+# embedder's load and compiles add seconds to every evolver run (memory has its own tests)
 TINY = ("model.source=tiny", "judge.model.source=tiny", "rollout.max_new_tokens=8",
         "rollout.prompt_buckets=(512,)", "rl.tasks_per_step=2", "rl.micro_batch_size=0",
         "rl.learning_rate=1e-3", "rl.warmup_steps=0", "rl.mesh.fsdp=1", "train.eval_tasks=2",

