@@ -13,6 +13,9 @@ def get_config():
   c.rollout.prompt_buckets = (512,)
   c.rl.tasks_per_step = 2
   c.rl.micro_batch_size = 0
+  # byte-level prompts of 100-400 tokens: a coarse multiple keeps the update's widths (one
+  # compile each) few across the suite, and still trims
+  c.rl.prompt_pad_multiple = 128
   c.rl.learning_rate = 1e-3
   c.rl.warmup_steps = 0
   c.rl.mesh.fsdp = 1   # one device even where there are more (the tests fake 8): fast

@@ -38,7 +38,7 @@ from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.judges.grading import Judged, grade
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.judges.score_matrix import Unscored
-from harnessrl_jax.rl.batch import RLBatch, build_batch
+from harnessrl_jax.rl.batch import RLBatch, build_batch, trim_prompt_padding
 from harnessrl_jax.rl.mesh import shard_batch
 from harnessrl_jax.rl.train_step import update_on_batch
 from harnessrl_jax.rollout import SamplingParams
@@ -63,6 +63,25 @@ class StepRecord:
   response_len: float
   metrics: dict[str, float]      # the update's (loss, kl, ...) of its last epoch
   timings: dict[str, float]      # seconds per phase (not part of any state)
+  positions: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+  # run_files.POSITIONS of the step: computed vs real token positions per phase
+
+
+def rollout_positions(rollout) -> dict[str, int]:
+  """Token positions the sampler computed for `rollout` (the prompt bucket's prefill, then
+  one position per row per decode step until the longest response ended) and the real ones
+  (prompt tokens and response tokens)."""
+  lengths = np.asarray(rollout.lengths)
+  b, p = np.shape(rollout.prompt_mask)
+  return {run_files.COMPUTED: int(b * (p + lengths.max(initial=0))),
+          run_files.REAL: int(np.asarray(rollout.prompt_mask).sum() + lengths.sum())}
+
+
+def update_positions(batch: RLBatch) -> dict[str, int]:
+  """Token positions one forward pass of the update computes on `batch`, and the real ones
+  (the reference forward, when beta > 0, and the backward pass compute as many again)."""
+  return {run_files.COMPUTED: int(np.prod(np.shape(batch.tokens))),
+          run_files.REAL: int(np.asarray(batch.attention_mask).sum())}
 
 
 def step_keys(run_key: jax.Array, step: int) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -116,6 +135,7 @@ class Learner:
   advantage: str              # config.rl.advantage
   eps_advantage: float
   mesh: Any = None            # the learner's mesh (None: one device)
+  prompt_pad_multiple: int = 0  # config.rl.prompt_pad_multiple (0: the bucket's width)
 
 
 def make_batch(rollout, judged: Judged, task_indices: np.ndarray, h: Harness,
@@ -144,14 +164,17 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   t2 = time.perf_counter()
   # Every process holds the whole step (same keys, same draws); each contributes only its
   # own rows to the global batch, or a P-process run would train on P copies.
-  full = make_batch(texts.rollout, judged, idx, h, lr)
+  full = trim_prompt_padding(make_batch(texts.rollout, judged, idx, h, lr),
+                             lr.prompt_pad_multiple)
   batch = shard_batch(distributed.local_batch(full, lr.mesh), lr.mesh)
   state, history = update_on_batch(lr.train_step, lr.logprob_fn, state, batch, lr.num_epochs)
   t3 = time.perf_counter()
   rec = StepRecord(step, tuple(int(i) for i in idx), tasks, criteria, texts.responses, judged,
                    float(np.mean(np.asarray(texts.rollout.lengths))), dict(history[-1]),
                    {run_files.ROLLOUT_S: t1 - t0, run_files.JUDGE_S: t2 - t1,
-                    run_files.UPDATE_S: t3 - t2})
+                    run_files.UPDATE_S: t3 - t2},
+                   {run_files.ROLLOUT_S: rollout_positions(texts.rollout),
+                    run_files.UPDATE_S: update_positions(full)})
   return state, rec
 
 

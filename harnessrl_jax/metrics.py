@@ -281,15 +281,19 @@ class MetricsWriter:
       self._scalars(last_row)
 
   def _scalars(self, row: Mapping[str, Any]) -> None:
-    """A row's numbers as TensorBoard scalars: nested fields as `field/key` tags."""
+    """A row's numbers as TensorBoard scalars: nested fields as `field/key/...` tags."""
     flat = {}
-    for k, v in row.items():
-      if k == rf.STEP:
-        continue
+
+    def add(prefix: str, v: Any) -> None:
       if isinstance(v, Mapping):
-        flat.update({f"{k}/{kk}": vv for kk, vv in v.items()})
+        for kk, vv in v.items():
+          add(f"{prefix}/{kk}", vv)
       else:
-        flat[k] = v
+        flat[prefix] = v
+
+    for k, v in row.items():
+      if k != rf.STEP:
+        add(k, v)
     self.events.scalars(int(row[rf.STEP]), flat)
 
 
@@ -337,6 +341,8 @@ def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[
                         rf.CRITIC: _plus(lost[rf.CRITIC], elog.critic_unscored)},
           rf.LABELS: _added(summary[rf.LABELS], elog.labels), rf.LABEL_SHARES: shares,
           rf.COST: {rf.RL_S: cost[rf.RL_S] + sum(rec.timings.values()),
+                    rf.POSITIONS: {phase: _added(cost.get(rf.POSITIONS, {}).get(phase, {}), n)
+                                   for phase, n in rec.positions.items()},
                     rf.EVOLVER_S: cost[rf.EVOLVER_S] + evolver_s,
                     rf.CRITIC_ROLLOUTS: cost[rf.CRITIC_ROLLOUTS] + int(critic.get("rollouts", 0)),
                     rf.CRITIC_JUDGE_CELLS: cost[rf.CRITIC_JUDGE_CELLS]
@@ -393,7 +399,7 @@ def step_row(rec, elog, *, evolver_s: float, mounted,
   if checkpoint_s is not None:
     time_s[rf.CHECKPOINT_S] = checkpoint_s
   valid = rec.judged.valid
-  row = {**rec.metrics, rf.STEP: rec.step,
+  row = {**rec.metrics, rf.STEP: rec.step, rf.POSITIONS: rec.positions,
          rf.REWARD: float(rec.judged.rewards[valid].mean()) if valid.any() else None,
          rf.UNSCORED: rec.judged.unscored.to_json(),
          rf.CRITIC_UNSCORED: dict(elog.critic_unscored), rf.RESPONSE_LEN: rec.response_len,
@@ -483,4 +489,10 @@ def summary_table(summary: Mapping[str, Any]) -> str:
                  f"({100 * ev / total:.0f}%)   critic rollouts "
                  f"{cost.get(rf.CRITIC_ROLLOUTS, 0)}   critic judge cells "
                  f"{cost.get(rf.CRITIC_JUDGE_CELLS, 0)}")
+    positions = cost.get(rf.POSITIONS) or {}
+    if positions:
+      lines.append("padding (share of token positions computed)   " + "   ".join(
+          f"{phase.removesuffix('_s')} "
+          f"{100 * (1 - n[rf.REAL] / max(n[rf.COMPUTED], 1)):.0f}% of {n[rf.COMPUTED]}"
+          for phase, n in sorted(positions.items())))
   return "\n".join(lines)

@@ -140,6 +140,10 @@ TASKS = "tasks"                   # the drawn task indices
 GUIDANCE = "guidance"             # {guidance field: share of drawn tasks with it mounted}
 HELDOUT_SCORE = "heldout_score"   # held-out points after t + 1 steps (evaluated steps only)
 HELDOUT_UNSCORED = "heldout_unscored"   # that evaluation's unscored record
+POSITIONS = "positions"           # {ROLLOUT_S | UPDATE_S: {COMPUTED: n, REAL: n}}: token
+                                  # positions one pass of that phase computed, and the real
+                                  # tokens among them (the rest is padding)
+COMPUTED, REAL = "computed", "real"
 # The update's statistics (loss, kl, ...) sit flat beside these fields.
 
 ROLLOUT_S, JUDGE_S, UPDATE_S = "rollout_s", "judge_s", "update_s"
@@ -157,7 +161,7 @@ UPDATES = "updates"               # {route: {verdict: candidates}}
 LABEL_SHARES = "label_shares"     # {"first" | "last": {label: share}} of labelled steps
 COST = "cost"                     # the keys below
 RL_S, CRITIC_ROLLOUTS, CRITIC_JUDGE_CELLS = "rl_s", "critic_rollouts", "critic_judge_cells"
-# COST also holds EVOLVER_S.
+# COST also holds EVOLVER_S and POSITIONS (summed over steps).
 # UNSCORED: {LEARNER | CRITIC: unscored record summed over the steps}
 LEARNER, CRITIC = "learner", "critic"
 STEPS = "steps"

@@ -233,7 +233,7 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
       logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl), mesh=mesh),
       law=law, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
       num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
-      mesh=mesh)
+      mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple)
   train = TrainConfig.from_config(cfg.train)
   primary = distributed.is_primary()
   return Run(

@@ -26,7 +26,8 @@ ARMS, SEEDS = ("harnessrl", "grpo_static"), (0, 1)
 # configs/tiny.py's sizes over the testbed's (configs/default.py's) arms; no memory: its
 # embedder's load and compiles add seconds to every evolver run (memory has its own tests)
 TINY = ("model.source=tiny", "judge.model.source=tiny", "rollout.max_new_tokens=8",
-        "rollout.prompt_buckets=(512,)", "rl.tasks_per_step=2", "rl.micro_batch_size=0",
+        "rollout.prompt_buckets=(512,)", "rl.prompt_pad_multiple=128", "rl.tasks_per_step=2",
+        "rl.micro_batch_size=0",
         "rl.learning_rate=1e-3", "rl.warmup_steps=0", "rl.mesh.fsdp=1", "train.eval_tasks=2",
         "ablation.memory=False")
 

@@ -138,3 +138,35 @@ def test_bad_micro_batch_size_is_a_config_error(model):
   state, step, b = _run(model, _rl(micro_batch_size=5), _batch())
   with pytest.raises(ConfigError, match="micro_batch_size"):
     step(state, b)
+
+
+def _left_padded_batch(seed=0, p=12, lengths=(5, 3, 5, 2) * 4):
+  """A batch whose prompts are left-padded in a wider bucket than its longest prompt."""
+  rng = np.random.default_rng(seed)
+  b = _batch(seed)
+  pm = np.arange(p)[None, :] >= p - np.asarray(lengths)[:, None]
+  rm = np.asarray(b.attention_mask[:, P:])
+  mask = np.concatenate([pm, rm], 1)
+  tokens = np.concatenate([rng.integers(0, V, (B, p)).astype(np.int32),
+                           np.asarray(b.tokens[:, P:])], 1)
+  return b.replace(tokens=tokens, attention_mask=mask,
+                   positions=np.maximum(np.cumsum(mask, 1) - 1, 0).astype(np.int32))
+
+
+@pytest.mark.parametrize("multiple,width", [(4, 8), (1, 5), (5, 5), (32, 12), (0, 12)])
+def test_trimming_prompt_padding_keeps_loss_and_gradient(model, multiple, width):
+  from harnessrl_jax.rl.batch import trim_prompt_padding
+  rl = _rl()
+  full = _left_padded_batch()
+  trimmed = trim_prompt_padding(full, multiple)
+  assert trimmed.prompt_len == width and trimmed.loss_mask.shape == (B, N)
+  np.testing.assert_array_equal(np.asarray(trimmed.attention_mask).sum(),
+                                np.asarray(full.attention_mask).sum())
+  state, step, b_full = _run(model, rl, full)
+  s_full, m_full = step(state, b_full)
+  state, step, b_trim = _run(model, rl, trimmed)
+  s_trim, m_trim = step(state, b_trim)
+  for k in ("loss", "pg_loss", "kl_loss", "grad_norm", "entropy"):
+    np.testing.assert_allclose(float(m_trim[k]), float(m_full[k]), rtol=2e-5, atol=1e-7,
+                               err_msg=k)
+  assert _maxdiff(_mu(s_trim), _mu(s_full)) < 1e-6

@@ -218,7 +218,9 @@ def _step(step, labels=None, verdicts=None, lost=Unscored(8, (("transport", 1),)
                                  valid=np.array([[True, True], [True, False]]), unscored=lost)
   rec = types.SimpleNamespace(step=step, task_indices=(3, 1), judged=judged,
                               response_len=12.0, metrics={"loss": 0.5, "kl": 0.0},
-                              timings={"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0})
+                              timings={"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0},
+                              positions={"rollout_s": {"computed": 100, "real": 60},
+                                         "update_s": {"computed": 80, "real": 60}})
   elog = EvolveLog("ab" * 32, verdicts or {}, labels or {},
                    {"critic": {"rollouts": 4, "judge_cells": 8,
                                "unscored": critic_lost.to_json()}}, 0)
@@ -241,7 +243,11 @@ def test_summary_is_a_value():
   assert s2["label_shares"] == {"first": {"agree": 0.25, "blind": 0.75},
                                 "last": {"spurious": 1.0}}
   assert s2["cost"] == {"rl_s": 12.0, "evolver_s": 2.0, "critic_rollouts": 8,
-                        "critic_judge_cells": 16}
+                        "critic_judge_cells": 16,
+                        "positions": {"rollout_s": {"computed": 200, "real": 120},
+                                      "update_s": {"computed": 160, "real": 120}}}
+  assert "padding (share of token positions computed)   rollout 40% of 200   update 25% of " \
+         "160" in metrics.summary_table(s2)
   s3 = metrics.with_heldout(s2, 1, _heldout(20.0), final=False)
   s4 = metrics.with_heldout(s3, 2, _heldout(30.0), final=True)
   assert s2["heldout_evals"] == [] and "heldout_end" not in s3
@@ -267,6 +273,8 @@ def test_step_row_is_complete():
   assert row["reward"] == pytest.approx(1.75 / 3) and row["loss"] == 0.5
   assert row["time"] == {"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0, "evolver_s": 0.5}
   assert row["evolver"] == {"accepted": 2, "noop": 2} and row["tasks"] == [3, 1]
+  assert row["positions"] == {"rollout_s": {"computed": 100, "real": 60},
+                              "update_s": {"computed": 80, "real": 60}}
   assert row["guidance"] == {"criterion": 0.5, "reference": 0.0, "critique": 0.0}
   assert row["unscored"] == {"count": 1, "share": 0.125, "cells": 8,
                              "causes": {"transport": 1}}

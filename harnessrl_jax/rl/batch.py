@@ -16,6 +16,9 @@ Layout (B rows = sampled responses; L = P + N; P prompt slots, N response slots)
 
 Per-token RL arrays cover only the response: response token n is tokens[:, P + n] and is
 predicted from position P + n - 1, so the learner never computes logits over the prompt.
+
+P is the rollout's prompt bucket; `trim_prompt_padding` cuts it to the batch's longest real
+prompt (rounded up) before the update, which then computes on fewer padding columns.
 """
 
 from __future__ import annotations
@@ -91,3 +94,26 @@ def build_batch(rollout: Any, rewards, group_id, task_prob, num_tasks: int, *,
                  old_logprobs=old, ref_logprobs=ref, advantages=adv,
                  task_weight=adv_lib.importance_weights(jnp.asarray(task_prob), num_tasks),
                  group_id=group_id)
+
+
+def trim_prompt_padding(batch: RLBatch, multiple: int) -> RLBatch:
+  """`batch` without the leading prompt columns that are padding in every row, keeping the
+  longest real prompt rounded up to a multiple of `multiple` columns (0: `batch` as it is).
+
+  The loss and its gradients are unchanged up to float rounding: the dropped columns are
+  masked keys of every query, and positions (cumsum of the mask) of the kept tokens do not
+  move. Each distinct width compiles the update once, so `multiple` trades compiles for
+  padding. Host-side (the width must be static); every process of a multi-process run
+  holds the same full batch, hence cuts the same columns.
+  """
+  if multiple <= 0:
+    return batch
+  p = batch.prompt_len
+  real = np.asarray(batch.attention_mask[:, :p]).any(axis=0)
+  longest = p - int(np.argmax(real)) if real.any() else 1
+  keep = min(p, -(-longest // multiple) * multiple)
+  if keep == p:
+    return batch
+  cut = p - keep
+  return batch.replace(tokens=batch.tokens[:, cut:], positions=batch.positions[:, cut:],
+                       attention_mask=batch.attention_mask[:, cut:])

@@ -68,10 +68,18 @@ def rl_defaults() -> ml_collections.ConfigDict:
   c.weight_decay = 0.0
   c.max_grad_norm = 1.0
 
-  # Execution. One update per batch by default (old log-probs = the rollout's); more epochs
-  # recompute old log-probs with the current params before the first.
+  # Execution. One update per batch by default: the old log-probs are the rollout's (the
+  # sampler's own, at no cost; the ratio is 1 and its gradient exact). More epochs
+  # recompute them with the current params before the first (one forward more per batch).
+  # The reference log-probs cost one forward of the frozen reference per micro-batch, only
+  # when beta > 0 (the paper's 0.001: about a quarter of an update's compute on CPU).
   c.num_epochs = 1
   c.micro_batch_size = 8          # sequences per gradient-accumulation slice; 0: whole batch
+  # The update's prompt width: the step's longest real prompt rounded up to this multiple
+  # (rl/batch.trim_prompt_padding), not the rollout's bucket. The same loss and gradients
+  # (float rounding aside) on fewer padding columns; each new width compiles the update
+  # once. 0: the bucket's width.
+  c.prompt_pad_multiple = 32
   c.logprob_chunk = 64            # sequence positions per chunk of logits (memory O(B*chunk*V))
   c.temperature = 1.0             # must equal rollout.temperature: log-probs of the sampler's law
 
@@ -200,6 +208,7 @@ class RLConfig:
 
   tasks_per_step: int
   num_epochs: int
+  prompt_pad_multiple: int
   advantage: str
   eps_advantage: float
   optimizer: OptimizerConfig
@@ -210,6 +219,7 @@ class RLConfig:
     """The view of an rl section (a ConfigDict or a view); raises one ConfigError listing
     every problem of these fields unless `check` is False."""
     view = cls(tasks_per_step=int(rl.tasks_per_step), num_epochs=int(rl.num_epochs),
+               prompt_pad_multiple=int(rl.prompt_pad_multiple),
                advantage=str(rl.advantage), eps_advantage=float(rl.eps_advantage),
                optimizer=OptimizerConfig.from_config(
                    rl.optimizer if isinstance(rl, RLConfig) else rl, check=False),
@@ -223,6 +233,9 @@ class RLConfig:
     for name in ("tasks_per_step", "num_epochs"):
       if getattr(self, name) < 1:
         out.append(f"config.rl.{name} = {getattr(self, name)}: must be >= 1")
+    if self.prompt_pad_multiple < 0:
+      out.append(f"config.rl.prompt_pad_multiple = {self.prompt_pad_multiple}: must be >= 0 "
+                 "(0: no trimming)")
     if self.advantage not in ADVANTAGE_FNS:
       out.append(f"config.rl.advantage = {self.advantage!r}: expected one of "
                  f"{sorted(ADVANTAGE_FNS)}")
