@@ -218,6 +218,46 @@ def test_a_length_criterion_met_by_cut_off_replies_is_spurious():
                           "Then the tree pulls what it can back into its branches and the")
 
 
+_LONG = ("Leaves change colour in autumn because the days get shorter and cooler. The tree "
+         "stops making the green pigment that it uses to capture light.")
+
+
+def test_a_length_criterion_every_reply_meets_by_running_on_is_spurious_not_saturated():
+  """All four replies meet c2 (30 words) only with their cut-off tails: the correlational
+  rule sees no contrast and says saturated; the unfinished edit flips every one."""
+  replies = tuple(f"{_LONG} {tail}" for tail in (
+      "As the weeks go by the other colours in the leaf become easier to",
+      "Then the tree pulls what it can back into its branches and the",
+      "Soon the reds and the yellows that were hidden all summer start to",
+      "By the end of the season most of the leaves have dropped to the"))
+  g = group_of(fx.PADDED, replies)
+  assert by_id(RuleAttributor(fx.settings()).labels(g))["c2"].label == "saturated"
+  att, _ = intervening().attribute(g)
+  lab = by_id(att)["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and lab.route == "rubric"
+  assert sig["correlational_label"] == "saturated" and sig["flipped_by"] == "unfinished"
+  assert (sig["unfinished_edited"], sig["unfinished_flipped"]) == (4, 4)
+
+
+def test_a_saturated_criterion_no_edit_flips_stays_saturated():
+  # the tails are cut off, but the finished sentences alone hold 30 words
+  replies = tuple(f"{_LONG} It happens every year in the same way. {tail}" for tail in (
+      "As the weeks go", "Then the tree", "Soon the reds", "By the end"))
+  g = group_of(fx.PADDED, replies)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  assert before.label == "saturated"
+  lab = by_id(intervening().attribute(g)[0])["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "saturated" and lab.confidence == before.confidence
+  assert (sig["unfinished_edited"], sig["unfinished_flipped"]) == (4, 0)
+  assert sig["flipped_by"] == "" and sig["correlational_label"] == "saturated"
+  # finished replies: nothing to edit, the label as it was
+  done = group_of(fx.PADDED, (f"{_LONG} It happens every year in the same way.",) * 4)
+  assert by_id(intervening().attribute(done)[0])["c2"] == \
+      by_id(RuleAttributor(fx.settings()).labels(done))["c2"]
+
+
 def test_length_that_carries_real_content_is_not_spurious():
   """(b) the correlational rule calls the content criterion c1 spurious by length; no edit
   changes the long responses (no stock phrase, repetition or filler): agree, no regrade."""

@@ -378,6 +378,8 @@ CASES = [
     ("ends_complete", {}, "**Rest helps!**", True),
     ("ends_complete", {}, "Rest helps. Drink water and", False),
     ("ends_complete", {}, "1. Rest\n2. Water", False),
+    ("cut_off", {}, "Rest helps. Drink water and", True),
+    ("cut_off", {}, "Rest helps. Drink water.", False),
     # all_of: every sub-check passes
     ("all_of", {"checks": [{"type": "fluent_word_count", "min": 5},
                            {"type": "ends_complete"}]},

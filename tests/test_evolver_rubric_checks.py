@@ -111,6 +111,25 @@ def test_an_anchor_is_never_tightened():
   assert cand.kind == "rubric:negative" and cand.ops[0].check.type == "repeated_sentences"
 
 
+def test_an_anchor_met_by_cut_off_replies_gets_a_cut_off_penalty_that_is_measured():
+  anchored = Task("t-pad", "science", fx.PADDED.prompt, (
+      fx.PADDED.criteria[0], dataclasses.replace(fx.PADDED.criteria[1], anchor=True)))
+  long = ("Leaves change colour in autumn because the days get shorter and cooler. The tree "
+          "stops making the green pigment that it uses to capture light. As the weeks go by "
+          "the other colours in the leaf become easier to")
+  responses = fx.PADDED_RESPONSES[:2] + (long, long.replace("Leaves", "Foliage"))
+  judge = program_judge()
+  h, req = request(anchored, responses, judge)
+  assert req.label.label == "spurious"
+  cand = propose(req)
+  assert cand.kind == "rubric:negative"
+  (op,) = cand.ops
+  assert op.check.to_json() == {"type": "cut_off"} and op.weight == -10.0
+  assert op.text.startswith("Runs on to the length limit and is cut off mid-sentence")
+  meas = measure(cand, h, req, judge)
+  assert not meas.unmeasurable and meas.delta is not None and meas.delta > 0
+
+
 def test_no_check_candidates_when_no_satisfying_response_is_padded():
   # The long responses say distinct sentences: the tightened check would not move them,
   # and no penalty check detects a hack, so only the penalty in words is left.

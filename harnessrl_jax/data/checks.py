@@ -1290,6 +1290,13 @@ def _all_of(response, args, prompt):
 # happened, so these pass exactly when a response shows the hack the kinds above close.
 
 
+@_register("cut_off")
+def _cut_off(response, args, prompt):
+  """The response ends mid-sentence (the opposite of ends_complete): a reply run on to the
+  token limit."""
+  return not tu.ends_complete(response)
+
+
 @_register("repeated_sentences", _INT_BOUNDS, bounds=True)
 def _repeated_sentences(response, args, prompt):
   """How often the most repeated sentence occurs lies within min/max (`min: 2`: some

@@ -13,8 +13,11 @@ Routing: blind -> guidance, saturated -> sampling, spurious -> rubric (types.ROU
 Intervention (evolver.intervention, beyond the paper): the signals above are correlations;
 `Intervention` tests them. It takes every criterion with satisfying and non-satisfying
 responses that is labelled spurious, or agree while an edit below changes one of its
-satisfying responses (a surface feature the correlational thresholds missed), edits the
-satisfying responses and regrades the edited texts with the judge under the group's rubric:
+satisfying responses (a surface feature the correlational thresholds missed), and every
+criterion that all responses satisfy (saturated, or agree) while an edit changes one of
+them (a group the surface feature has taken over whole shows no contrast to correlate),
+edits the satisfying responses and regrades the edited texts with the judge under the
+group's rubric:
   phrase      drop the generic stock sentences (phrases.strip_generic);
   repetition  keep a repeated sentence's first occurrence, say a doubled word once;
   filler      drop the sentences that do not read as text (phrases.drop_filler);
@@ -32,7 +35,7 @@ responses the edit changed while the rest of the rubric (every other criterion) 
 score those edited responses more than intervention_rest_points lower on average than the
 originals (a larger fall: the edit removed real content). Otherwise "agree", also when no
 edit changes any satisfying response (a disagreement alone is not tested, and no longer
-enough). The label before the intervention is kept in the signals
+enough); a saturated criterion that no edit flips stays saturated. The label before the intervention is kept in the signals
 (`correlational_label`); if the judge leaves a regraded cell of the criterion without a
 verdict, that label stands, with a note.
 
@@ -188,13 +191,20 @@ class Intervention:
     """(`att` with its tested criteria relabelled, the regrade's judge requests and cells).
     One judge call per group, over every distinct edited text and the whole rubric."""
     surf = surfaces(group, self.config)
+    sat_all = group.satisfied()
     probes: dict[int, dict[str, dict[int, str]]] = {}
-    for k, s in surf.items():
+    for k in range(len(group.criteria)):
       prior = att.label_of(group.criteria[k].id)
-      if prior is None or prior.label not in ("spurious", "agree"):
+      if prior is None:
+        continue
+      if k in surf and prior.label in ("spurious", "agree"):
+        yes = surf[k]["yes"]
+      elif (sat_all[k] == 1).all() and prior.label in ("saturated", "agree"):
+        yes = list(range(len(group.responses)))   # met by all: through the surface?
+      else:
         continue
       by_edit: dict[str, dict[int, str]] = {}
-      for j in s["yes"]:
+      for j in yes:
         for e, t in edited_versions(group.responses[j]).items():
           by_edit.setdefault(e, {})[j] = t
       if by_edit or prior.label == "spurious":
@@ -236,6 +246,7 @@ class Intervention:
     if not by_edit:
       sig["intervention_note"] = "no edit changed a satisfying response"
       return _agreed(prior, sig)
+    unchanged = prior.label == "saturated"   # not borne out: it stays saturated
     after_sat = regraded.satisfied()[k]
     lost = sum(int(after_sat[col[t]] < 0) for by_j in by_edit.values() for t in by_j.values())
     if lost:
@@ -261,7 +272,8 @@ class Intervention:
       if found is None and share > self.config.intervention_flip_share and holds:
         found = (e, share, flipped)
     if found is None:
-      return _agreed(prior, sig)
+      return (dataclasses.replace(prior, signals=tuple(sorted(sig.items()))) if unchanged
+              else _agreed(prior, sig))
     e, share, flipped = found
     sig["flipped_by"] = e
     evidence = [s for j in flipped for s in removed_sentences(group.responses[j],

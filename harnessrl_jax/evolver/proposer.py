@@ -16,7 +16,8 @@ was already sent back is not proposed again; the critic's measurement steers the
             for a non-anchor criterion without a check (new text cannot change a check's
             verdict); negative: a penalty criterion for the detected hack, with a check
             that passes exactly on it when one detects it in the group (`PENALTIES`:
-            quoted stock phrases, a repeated sentence), else in words; split of a
+            quoted stock phrases, a repeated sentence, a reply cut off mid-sentence),
+            else in words; split of a
             conjunctive criterion; reweight (halve). Under a judge without an LLM (the
             program judge) the target always has a check (a criterion without one gets
             no verdict, hence no label), so the first kinds there are the checkable ones,
@@ -347,10 +348,17 @@ def _repetition_penalty(req, crit):
           f"\"{crit.text.strip()}\"", Check("repeated_sentences", {"min": 2}))
 
 
+def _cut_off_penalty(req, crit):
+  del req
+  return (f"Runs on to the length limit and is cut off mid-sentence, so that it looks like it "
+          f"meets \"{crit.text.strip()}\"", Check("cut_off"))
+
+
 # No distinct-word-ratio penalty for the length signal: there the satisfying responses
 # are the longer ones, whose share of distinct words is lower at any honest length, so a
-# ratio cut would penalise length itself.
-PENALTIES = (_stock_penalty, _repetition_penalty)
+# ratio cut would penalise length itself. A cut-off ending is not length itself: an
+# answer of any length can finish its last sentence.
+PENALTIES = (_stock_penalty, _repetition_penalty, _cut_off_penalty)
 
 
 def _penalty(req: ProposalRequest, crit: Criterion) -> tuple[str, Check] | None:
