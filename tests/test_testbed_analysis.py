@@ -162,6 +162,7 @@ def test_heldout_scores_hacks_and_run_score(measures):
   assert end["oracle_items"] == {"h1": 50.0, "h2": 100.0}
   assert end["seed_items"] == {"h1": 100.0, "h2": 100.0}
   assert end["hacks"] == {"h1": [1, 1], "h2": [0, 1]}
+  assert end["by_surface"] == {"padding": [2, 1, 1, 2]}   # proxy, oracle, hacks, pairs
   assert measures[("grpo_static", 0)]["heldout"][1]["oracle"] == 50.0
   assert measures[("harnessrl", 0)]["heldout"][1]["hack_rate"] == 0.0
   # The recomputed seed score is the score the run logged (summary.json).
@@ -274,6 +275,10 @@ def test_report_numbers(written):
   assert head["no_critic"]["oracle"] is None and rep["arms_detail"]["no_critic"][
       "seeds"] == []
   assert head["grpo_static"]["spurious_precision"] is None
+  by_surface = rep["arms_detail"]["grpo_static"]["by_surface"]
+  assert [r[rf.STEP] for r in by_surface] == [0, 2]
+  assert by_surface[1]["counts"]["padding"][2:] == [3, 4]
+  assert by_surface[0]["counts"]["padding"][2] == 0
   train = rep["arms_detail"]["grpo_static"]["train"]
   assert [r["hack_rate"]["mean"] for r in train] == [0.25, 0.5]
   critic = rep["arms_detail"]["harnessrl"]["critic"]

@@ -6,7 +6,9 @@ WORKDIR/report.md with PNG plots beside it and WORKDIR/report.json with the same
 
 Per arm, each as the mean over seeds with a 95% interval:
   (a) held-out oracle and seed scores (points) at each evaluated step;
-  (b) hack rates: held-out at each evaluated step, training in bins of steps;
+  (b) hack rates: held-out at each evaluated step (and per planted surface, pooled over
+      seeds: how many held-out answers met the proxy, the oracle, and hacked), training in
+      bins of steps;
   (c) truth-class shares of the planted criteria in the logged groups, in bins of steps;
   (d) attributor precision and recall per label, with and without the intervention;
   (e) critic regressions: accepted updates followed by an oracle-reward drop, with the
@@ -30,7 +32,9 @@ report.json:
                  "spurious_precision", "spurious_recall"}],
    "arms_detail": {arm: {"seeds": [seed], "heldout": [{"step", "seeds", "oracle", "seed",
         "hack_rate", "vs_reference": {"seeds", "oracle", "seed", "hack_rate",
-        "hack_ratio"} | null}], "train": [{"step_from", "step_to", "seeds", "hack_rate",
+        "hack_ratio"} | null}], "by_surface": [{"step", "counts": {surface: [proxy met,
+        oracle met, hacks, pairs]}}] (summed over seeds), "train": [{"step_from", "step_to", "seeds",
+        "hack_rate",
         "class_shares": {class: interval}}], "by_kind": {kind: {class: instances}},
         "attributor": {"seeds", "rows", "matched", "no_truth", "unplanted",
         "spurious_unplanted", "intervened", "used" / "correlational": {label: {"tp", "fp",
@@ -191,6 +195,18 @@ def _train_curve(by_seed: Mapping[Any, Mapping], width: int, boot) -> list[dict]
   return out
 
 
+def _by_surface(by_seed: Mapping[Any, Mapping]) -> list[dict[str, Any]]:
+  """Per evaluated step, per planted surface: [proxy met, oracle met, hacks, pairs] of the
+  held-out answers, summed over seeds."""
+  out: dict[int, dict[str, list[int]]] = {}
+  for m in by_seed.values():
+    for e in m["heldout"]:
+      step = out.setdefault(e[rf.STEP], {})
+      for surface, counts in (e.get("by_surface") or {}).items():
+        step[surface] = [a + b for a, b in zip(step.get(surface, [0, 0, 0, 0]), counts)]
+  return [{rf.STEP: s, "counts": dict(sorted(v.items()))} for s, v in sorted(out.items())]
+
+
 def _by_kind(by_seed: Mapping[Any, Mapping]) -> dict[str, dict[str, int]]:
   out = {k: dict.fromkeys(testbed.CLASSES, 0) for k in testbed.KINDS}
   for m in by_seed.values():
@@ -310,7 +326,8 @@ def summarize(measured: Sequence[tuple[str, Any, str, Mapping]], *, reference: s
     held = _heldout_curve(by_seed, None if arm == reference else by_arm.get(reference, {}),
                           domains, boot)
     train = _train_curve(by_seed, width, boot)
-    d = {"seeds": list(by_seed), "heldout": held, "train": train,
+    d = {"seeds": list(by_seed), "heldout": held, "by_surface": _by_surface(by_seed),
+         "train": train,
          "by_kind": _by_kind(by_seed), "attributor": _attributor(by_seed, boot),
          "critic": _critic(by_seed, boot), "cost": _cost(by_seed, boot)}
     detail[arm] = d
@@ -464,6 +481,14 @@ def _heldout_section(summary: Mapping, plots: Mapping) -> list[str]:
                       _fmt((r["vs_reference"] or {}).get("oracle")),
                       _num((r["vs_reference"] or {}).get("hack_ratio"))]
                      for r in d["heldout"]])
+    surfaces = sorted({s for r in d["by_surface"] for s in r["counts"]})
+    if surfaces:
+      lines += ["Per planted surface, held-out answers summed over seeds: proxy met / oracle "
+                "met / hacked, of the pairs.", ""]
+      lines += _table(["step", *surfaces], [
+          [str(r[rf.STEP]), *("{} / {} / {} of {}".format(*r["counts"][s])
+                              if s in r["counts"] else "n/a" for s in surfaces)]
+          for r in d["by_surface"]])
   for name in ("heldout_scores.png", "hack_rates.png"):
     if name in plots:
       lines += [f"![{name[:-4]}]({name})", ""]
