@@ -205,6 +205,8 @@ class EvolveLog:
   accounting: dict[str, dict[str, Any]]     # role -> calls, rollouts, judge_cells, wall_s,
                                             # unscored (a run_files unscored record)
   history_records: int                      # harness-history lines this step appended
+  positions: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+  # run_files.POSITIONS of the critic's re-samples ({CRITIC: ...}; empty when none ran)
 
   @property
   def critic_unscored(self) -> dict[str, Any]:
@@ -228,9 +230,17 @@ def make_evolve(evolver, texts: TextSampler, law: SamplingParams) -> Evolve:
   policy: the step's params through the run's sampler with the rollout's law."""
 
   def evolve(h: Harness, memory, rec: StepRecord, *, params, key) -> tuple[Harness, EvolveLog]:
+    spent = {run_files.COMPUTED: 0, run_files.REAL: 0}
+
+    def resample(chats, key, num_samples):   # texts.resample_fn, counting positions
+      out = texts(params, chats, law, key, num_samples)
+      for k, n in rollout_positions(out.rollout).items():
+        spent[k] += n
+      return [list(r) for r in out.responses]
+
     try:
       res = evolver.step(h, groups_of(rec), step=rec.step, key=key, memory=memory,
-                         resample=texts.resample_fn(params, law))
+                         resample=resample)
     except JudgeError as e:   # the critic's lost cells passed evolver.max_unscored_share
       raise type(e)(f"{e} {STOPPED}", e.unscored) from None
     verdicts: dict[str, dict[str, int]] = {}
@@ -244,7 +254,8 @@ def make_evolve(evolver, texts: TextSampler, law: SamplingParams) -> Evolve:
         labels[lab.label] = labels.get(lab.label, 0) + 1
     return res.harness, EvolveLog(res.digest, verdicts, labels,
                                   {k: dict(v) for k, v in res.accounting.items()},
-                                  len(res.history))
+                                  len(res.history),
+                                  {run_files.CRITIC: spent} if spent[run_files.COMPUTED] else {})
 
   return evolve
 

@@ -324,6 +324,13 @@ def _shares(counts: Mapping[str, int]) -> dict[str, float]:
   return {k: v / total for k, v in sorted(counts.items())} if total else {}
 
 
+def _added_phases(total: Mapping[str, Mapping[str, int]],
+                  step: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+  """Per-phase position counts summed; a phase absent from a step keeps its total."""
+  return {phase: _added(total.get(phase, {}), step.get(phase, {}))
+          for phase in sorted({*total, *step})}
+
+
 def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[str, Any]:
   """The summary after one more step (`loop.StepRecord`, `loop.EvolveLog`)."""
   updates = dict(summary[rf.UPDATES])
@@ -341,8 +348,8 @@ def accumulate(summary: Mapping[str, Any], rec, elog, evolver_s: float) -> dict[
                         rf.CRITIC: _plus(lost[rf.CRITIC], elog.critic_unscored)},
           rf.LABELS: _added(summary[rf.LABELS], elog.labels), rf.LABEL_SHARES: shares,
           rf.COST: {rf.RL_S: cost[rf.RL_S] + sum(rec.timings.values()),
-                    rf.POSITIONS: {phase: _added(cost.get(rf.POSITIONS, {}).get(phase, {}), n)
-                                   for phase, n in rec.positions.items()},
+                    rf.POSITIONS: _added_phases(cost.get(rf.POSITIONS, {}),
+                                                {**rec.positions, **elog.positions}),
                     rf.EVOLVER_S: cost[rf.EVOLVER_S] + evolver_s,
                     rf.CRITIC_ROLLOUTS: cost[rf.CRITIC_ROLLOUTS] + int(critic.get("rollouts", 0)),
                     rf.CRITIC_JUDGE_CELLS: cost[rf.CRITIC_JUDGE_CELLS]
@@ -399,7 +406,7 @@ def step_row(rec, elog, *, evolver_s: float, mounted,
   if checkpoint_s is not None:
     time_s[rf.CHECKPOINT_S] = checkpoint_s
   valid = rec.judged.valid
-  row = {**rec.metrics, rf.STEP: rec.step, rf.POSITIONS: rec.positions,
+  row = {**rec.metrics, rf.STEP: rec.step, rf.POSITIONS: {**rec.positions, **elog.positions},
          rf.REWARD: float(rec.judged.rewards[valid].mean()) if valid.any() else None,
          rf.UNSCORED: rec.judged.unscored.to_json(),
          rf.CRITIC_UNSCORED: dict(elog.critic_unscored), rf.RESPONSE_LEN: rec.response_len,

@@ -140,9 +140,10 @@ TASKS = "tasks"                   # the drawn task indices
 GUIDANCE = "guidance"             # {guidance field: share of drawn tasks with it mounted}
 HELDOUT_SCORE = "heldout_score"   # held-out points after t + 1 steps (evaluated steps only)
 HELDOUT_UNSCORED = "heldout_unscored"   # that evaluation's unscored record
-POSITIONS = "positions"           # {ROLLOUT_S | UPDATE_S: {COMPUTED: n, REAL: n}}: token
-                                  # positions one pass of that phase computed, and the real
-                                  # tokens among them (the rest is padding)
+POSITIONS = "positions"           # {ROLLOUT_S | UPDATE_S | CRITIC: {COMPUTED: n, REAL: n}}:
+                                  # token positions one pass of that phase computed (CRITIC:
+                                  # its re-samples), and the real tokens among them (the rest
+                                  # is padding)
 COMPUTED, REAL = "computed", "real"
 # The update's statistics (loss, kl, ...) sit flat beside these fields.
 

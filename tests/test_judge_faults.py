@@ -160,6 +160,12 @@ def test_a_judge_that_fails_only_the_critic_is_surfaced(env_and_data, stub):
   assert summary["unscored"]["learner"]["count"] == 0
   assert sum(v.get("unmeasurable", 0) for v in summary["updates"].values()) == len(lost)
   assert summary["heldout_end"]["unscored"]["count"] == 0
+  # The critic's re-samples are counted as a phase of their own, row by row and in sum.
+  spent = [r["positions"]["critic"] for r in got if "critic" in r["positions"]]
+  assert bool(spent) == (summary["cost"]["critic_rollouts"] > 0)
+  assert all(0 < p["real"] <= p["computed"] for p in spent)
+  assert summary["cost"]["positions"].get("critic", {}) == (
+      {k: sum(p[k] for p in spent) for k in ("computed", "real")} if spent else {})
   # The progress lines say it.
   lines = [l for l in done.stdout.splitlines() if l.startswith("step ")]
   assert any("critic unscored" in l for l in lines), lines

@@ -14,7 +14,7 @@ import numpy as np
 
 import pytest
 
-from harnessrl_jax import metrics
+from harnessrl_jax import loop, metrics
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.eval import oracle, report
@@ -213,7 +213,7 @@ def _heldout(score, step_tag="x", lost=Unscored(4)):
 
 
 def _step(step, labels=None, verdicts=None, lost=Unscored(8, (("transport", 1),)),
-          critic_lost=Unscored(8)):
+          critic_lost=Unscored(8), critic_positions=None):
   judged = types.SimpleNamespace(rewards=np.array([[0.5, 0.25], [1.0, 0.0]]),
                                  valid=np.array([[True, True], [True, False]]), unscored=lost)
   rec = types.SimpleNamespace(step=step, task_indices=(3, 1), judged=judged,
@@ -223,7 +223,8 @@ def _step(step, labels=None, verdicts=None, lost=Unscored(8, (("transport", 1),)
                                          "update_s": {"computed": 80, "real": 60}})
   elog = EvolveLog("ab" * 32, verdicts or {}, labels or {},
                    {"critic": {"rollouts": 4, "judge_cells": 8,
-                               "unscored": critic_lost.to_json()}}, 0)
+                               "unscored": critic_lost.to_json()}}, 0,
+                   {"critic": critic_positions} if critic_positions else {})
   return rec, elog
 
 
@@ -232,7 +233,8 @@ def test_summary_is_a_value():
   s0 = metrics.new_summary(start)
   frozen = json.dumps(s0, sort_keys=True)
   rec, elog = _step(0, labels={"blind": 3, "agree": 1},
-                    verdicts={"rubric": {"accepted": 1}, "guidance": {"rejected": 2}})
+                    verdicts={"rubric": {"accepted": 1}, "guidance": {"rejected": 2}},
+                    critic_positions={"computed": 50, "real": 30})
   s1 = metrics.accumulate(s0, rec, elog, 0.5)
   assert json.dumps(s0, sort_keys=True) == frozen          # the input is left as it was
   s2 = metrics.accumulate(s1, *_step(1, labels={"spurious": 1},
@@ -244,10 +246,12 @@ def test_summary_is_a_value():
                                 "last": {"spurious": 1.0}}
   assert s2["cost"] == {"rl_s": 12.0, "evolver_s": 2.0, "critic_rollouts": 8,
                         "critic_judge_cells": 16,
-                        "positions": {"rollout_s": {"computed": 200, "real": 120},
+                        # step 1 re-sampled nothing: the critic keeps step 0's total
+                        "positions": {"critic": {"computed": 50, "real": 30},
+                                      "rollout_s": {"computed": 200, "real": 120},
                                       "update_s": {"computed": 160, "real": 120}}}
-  assert "padding (share of token positions computed)   rollout 40% of 200   update 25% of " \
-         "160" in metrics.summary_table(s2)
+  assert "padding (share of token positions computed)   critic 40% of 50   rollout 40% of " \
+         "200   update 25% of 160" in metrics.summary_table(s2)
   s3 = metrics.with_heldout(s2, 1, _heldout(20.0), final=False)
   s4 = metrics.with_heldout(s3, 2, _heldout(30.0), final=True)
   assert s2["heldout_evals"] == [] and "heldout_end" not in s3
@@ -265,16 +269,43 @@ def test_summary_is_a_value():
     metrics.finished(s4, steps=2)
 
 
+def test_the_critics_resamples_are_counted(monkeypatch):
+  """make_evolve counts the token positions of every re-sample the critic asks for."""
+  rollout = types.SimpleNamespace(lengths=np.array([3, 5]),
+                                  prompt_mask=np.array([[0, 1, 1], [1, 1, 1]]))
+  texts = lambda params, chats, law, key, j: types.SimpleNamespace(responses=(("a", "b"),),
+                                                                    rollout=rollout)
+
+  class Evolver:
+    def __init__(self, calls):
+      self.calls = calls
+
+    def step(self, h, groups, *, step, key, memory, resample):
+      for _ in range(self.calls):
+        assert resample([()], key, 2) == [["a", "b"]]
+      return types.SimpleNamespace(records=(), attributions=(), harness=h, digest="d",
+                                   accounting={}, history=())
+
+  monkeypatch.setattr(loop, "groups_of", lambda rec: [])
+  run = lambda calls: loop.make_evolve(Evolver(calls), texts, None)(
+      "h", None, types.SimpleNamespace(step=0), params=None, key=None)[1]
+  # Each call: 2 rows x (3 prompt slots + 5 decode steps) computed; 5 + 8 real.
+  assert run(2).positions == {"critic": {"computed": 32, "real": 26}}
+  assert run(0).positions == {}
+
+
 def test_step_row_is_complete():
   rec, elog = _step(4, labels={"blind": 1}, verdicts={"rubric": {"accepted": 1},
-                                                      "sampling": {"accepted": 1, "noop": 2}})
+                                                      "sampling": {"accepted": 1, "noop": 2}},
+                    critic_positions={"computed": 40, "real": 10})
   mounted = np.array([[True, False, False], [False, False, False]])
   row = metrics.step_row(rec, elog, evolver_s=0.5, mounted=mounted)
   assert row["reward"] == pytest.approx(1.75 / 3) and row["loss"] == 0.5
   assert row["time"] == {"rollout_s": 1.0, "judge_s": 2.0, "update_s": 3.0, "evolver_s": 0.5}
   assert row["evolver"] == {"accepted": 2, "noop": 2} and row["tasks"] == [3, 1]
   assert row["positions"] == {"rollout_s": {"computed": 100, "real": 60},
-                              "update_s": {"computed": 80, "real": 60}}
+                              "update_s": {"computed": 80, "real": 60},
+                              "critic": {"computed": 40, "real": 10}}
   assert row["guidance"] == {"criterion": 0.5, "reference": 0.0, "critique": 0.0}
   assert row["unscored"] == {"count": 1, "share": 0.125, "cells": 8,
                              "causes": {"transport": 1}}
