@@ -367,3 +367,38 @@ def test_unmeasurable_reasons_by_rule():
   assert unmeasurable_reasons(Unscored(8, (("parse", 1),)), ["c9"], 0.0) == (
       "unmeasurable: 1 of 8 judged cells (12%) have no verdict (parse: 1) in the measurement",
       "unmeasurable: no verdict on changed criteria c9")
+
+
+# A penalty every response incurs is blind: its guidance must say to avoid what it names.
+PENALISED = Task("t-pen", "science", (Message("user", "Describe the water cycle."),), (
+    Criterion("c1", "Mentions evaporation", 8.0, check=fx.kw("evaporation")),
+    Criterion("c2", "Hedges with the word basically", -4.0, check=fx.kw("basically")),
+))
+PENALISED_RESPONSES = tuple(f"Basically, {r[0].lower()}{r[1:]}" for r in fx.BLIND_RESPONSES)
+
+
+def test_guidance_for_a_penalty_everyone_incurs_says_to_avoid_it():
+  policy = fx.FakePolicy({PENALISED.prompt[0].content: PENALISED_RESPONSES}, follows=False)
+  _, _, _, res = run([PENALISED], [PENALISED_RESPONSES], policy=policy)
+  assert labels(res, "t-pen")["c2"].label == "blind"
+  contents = [op.content for r in res.records if r.route == "guidance" and r.candidate
+              for op in r.candidate.ops if hasattr(op, "content")]
+  assert contents, "no guidance was proposed for the blind penalty"
+  assert "must avoid the following: Hedges with the word basically" in contents[0]
+  assert "All 4 previous answers did what this task penalises" in contents[-1]
+  for text in contents:
+    assert "must also do" not in text and "met this requirement" not in text
+
+
+def test_the_route_targets_the_most_reward_at_stake():
+  from harnessrl_jax.evolver.evolve import _pick  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.evolver.types import CriterionLabel  # pylint: disable=g-import-not-at-top
+  seen_long = CriterionLabel("light", "blind", 1.0)
+  new_heavy = CriterionLabel("heavy", "blind", 0.5)
+  weights = {"light": 2.0, "heavy": -10.0}
+  assert _pick([seen_long, new_heavy], "guidance", weights, 0.0) is new_heavy
+  # at equal stake the more certain label wins, then the earlier criterion
+  assert _pick([seen_long, new_heavy], "guidance", {"light": 5.0, "heavy": 10.0},
+               0.0) is seen_long
+  assert _pick([new_heavy, seen_long], "guidance", weights, 0.6) is seen_long
+  assert _pick([seen_long], "rubric", weights, 0.0) is None

@@ -149,12 +149,19 @@ class StepResult:
 
 def _pick(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
           min_conf: float) -> CriterionLabel | None:
+  """The route's target: the most reward at stake (confidence x |weight|), so that a heavy
+  criterion labelled for the first time (a new penalty every answer incurs) is not always
+  passed over for a light one seen missing for longer; ties by confidence, then order."""
   cands = [(i, lab) for i, lab in enumerate(labels)
            if lab.route == route and lab.confidence >= min_conf]
   if not cands:
     return None
-  return min(cands, key=lambda x: (-x[1].confidence, -abs(weights.get(x[1].criterion_id, 0)),
-                                   x[0]))[1]
+
+  def rank(x):
+    i, lab = x
+    stake = lab.confidence * abs(weights.get(lab.criterion_id, 0))
+    return (-round(stake, 9), -lab.confidence, i)
+  return min(cands, key=rank)[1]
 
 
 def _same_rubric(group: Group, h: Harness) -> bool:

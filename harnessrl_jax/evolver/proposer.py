@@ -124,9 +124,16 @@ def _propose_sampling(req: ProposalRequest, config: EvolverConfig) -> Candidate 
 # ---- guidance: one content builder per field, (request, criterion) -> text ("": none)
 
 
+# A penalty (weight < 0) is "blind" when every answer incurs it: its guidance must say to
+# avoid what it names, never to do it.
+
+
 def _criterion_content(req: ProposalRequest, crit: Criterion) -> str:
   del req
   text = crit.text.strip().rstrip(".")
+  if crit.weight < 0:
+    return (f"A good answer to this task must avoid the following: {text}. "
+            "Make sure your answer does not do this.")
   return (f"A complete answer to this task must also do the following: {text}. "
           "Make sure your answer does this explicitly.")
 
@@ -153,6 +160,9 @@ def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
     return ""
   worst_text = worst.text if worst is not None else \
       req.group.responses[int(np.argmin(req.group.rewards))]
+  if crit.weight < 0:
+    return (f"An answer that avoided a similar fault (\"{source}\"):\n{best.text.strip()}\n\n"
+            f"An answer that did not:\n{worst_text.strip()}")
   return (f"An answer that met a similar requirement (\"{source}\"):\n{best.text.strip()}\n\n"
           f"An answer that missed it:\n{worst_text.strip()}")
 
@@ -160,6 +170,10 @@ def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
 def _critique_content(req: ProposalRequest, crit: Criterion) -> str:
   g = req.group
   best = int(np.argmax(g.rewards))
+  if crit.weight < 0:
+    return (f"All {len(g.responses)} previous answers did what this task penalises: "
+            f"\"{crit.text.strip()}\". The best of them began \""
+            f"{_first_sentence(g.responses[best])}\" and still did. Avoid it this time.")
   return (f"None of the {len(g.responses)} previous answers met this requirement: "
           f"\"{crit.text.strip()}\". The best of them began \""
           f"{_first_sentence(g.responses[best])}\" and still missed it. Address it "
