@@ -250,3 +250,11 @@ def test_llm_proposer_is_told_about_checks_and_they_are_parsed():
   sat = ProposalRequest(req.harness, req.group, CriterionLabel("c1", "saturated", 1.0),
                         req.attribution, None, step=0, round=0)
   assert "distinct_sentence_word_count(" not in proposer_messages(sat)[-1].content
+
+
+def test_llm_proposer_is_told_that_guidance_for_a_penalty_says_to_avoid_it():
+  _, req = request(fx.PADDED, fx.PADDED_RESPONSES, program_judge())
+  blind = ProposalRequest(req.harness, req.group, CriterionLabel("c1", "blind", 1.0),
+                          req.attribution, None, step=0, round=0)
+  assert "must say to avoid what it names" in proposer_messages(blind)[-1].content
+  assert "must say to avoid" not in proposer_messages(req)[-1].content

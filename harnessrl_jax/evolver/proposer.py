@@ -538,6 +538,10 @@ def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
         "check cannot be measured by a program judge. A rewrite without \"check\" keeps "
         "the criterion's check. Check kinds (args with ? are optional; min/max bounds "
         "are inclusive):\n" + check_kinds_doc())
+  if req.route == "guidance":
+    user += "\n\n" + (
+        "A penalty criterion (negative weight) labelled blind is one every response "
+        "incurs: guidance for it must say to avoid what it names, never to do it.")
   return (Message("system", PROPOSER_SYSTEM), Message("user", user))
 
 
