@@ -13,6 +13,7 @@ from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
 from harnessrl_jax.evolver.critic import unmeasurable_reasons
 from harnessrl_jax.evolver.evolve import CriticError
+from harnessrl_jax.evolver.types import Cost
 from harnessrl_jax.harness import digest, from_tasks
 from harnessrl_jax.harness.history import HistoryLog, read_history, replay
 from harnessrl_jax.judges.client import TransportError
@@ -402,3 +403,33 @@ def test_the_route_targets_the_most_reward_at_stake():
                0.0) is seen_long
   assert _pick([new_heavy, seen_long], "guidance", weights, 0.6) is seen_long
   assert _pick([seen_long], "rubric", weights, 0.0) is None
+
+
+def test_a_target_with_nothing_to_propose_passes_the_route_to_the_next():
+  two_blind = Task("t-two", "science", fx.BLIND.prompt, (
+      Criterion("c1", "Mentions condensation", 6.0, check=fx.kw("condensation")),
+      Criterion("c2", "Mentions precipitation", 2.0, check=fx.kw("precipitation")),
+  ))
+
+  class NothingForC1(RuleProposer):
+    asked = []
+
+    def propose(self, req):
+      self.asked.append(req.label.criterion_id)
+      if req.label.criterion_id == "c1":
+        return None, Cost()
+      return super().propose(req)
+
+  cfg = fx.settings()
+  h = from_tasks([two_blind])
+  j = fx.judge()
+  groups = fx.record([two_blind], h, [fx.BLIND_RESPONSES], j)
+  proposer = NothingForC1(cfg)
+  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=proposer,
+               critic=Critic(j, cfg, num_samples=4))
+  res = ev.step(h, groups, step=5, key=jax.random.key(0), memory=fx.new_memory(h),
+                resample=fx.FakePolicy(fx.PROMPTS))
+  assert proposer.asked[:2] == ["c1", "c2"]   # the heavier first, then the next
+  assert [(r.criterion_id, r.verdict) for r in res.records] == [("c1", "noop"),
+                                                               ("c2", "accepted")]
+  assert "precipitation" in dict(res.harness.guidance("t-two"))["criterion"].lower()

@@ -147,21 +147,26 @@ class StepResult:
     return out
 
 
-def _pick(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
-          min_conf: float) -> CriterionLabel | None:
-  """The route's target: the most reward at stake (confidence x |weight|), so that a heavy
-  criterion labelled for the first time (a new penalty every answer incurs) is not always
-  passed over for a light one seen missing for longer; ties by confidence, then order."""
+def _targets(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
+             min_conf: float) -> list[CriterionLabel]:
+  """The route's targets, best first: the most reward at stake (confidence x |weight|), so
+  that a heavy criterion labelled for the first time (a new penalty every answer incurs) is
+  not always passed over for a light one seen missing for longer; ties by confidence, then
+  order."""
   cands = [(i, lab) for i, lab in enumerate(labels)
            if lab.route == route and lab.confidence >= min_conf]
-  if not cands:
-    return None
 
   def rank(x):
     i, lab = x
     stake = lab.confidence * abs(weights.get(lab.criterion_id, 0))
     return (-round(stake, 9), -lab.confidence, i)
-  return min(cands, key=rank)[1]
+  return [lab for _, lab in sorted(cands, key=rank)]
+
+
+def _pick(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
+          min_conf: float) -> CriterionLabel | None:
+  ranked = _targets(labels, route, weights, min_conf)
+  return ranked[0] if ranked else None
 
 
 def _same_rubric(group: Group, h: Harness) -> bool:
@@ -211,45 +216,48 @@ class Evolver:
       else:
         weights = {c.id: c.weight for c in group.criteria}
         for ri, route in enumerate(ROUTE_ORDER):
-          target = _pick(att.labels, route, weights, self.config.min_confidence)
-          if target is None:
-            continue
-          feedback: list[Feedback] = []
-          accepted = False
-          for b in range(self.config.rounds):
-            req = ProposalRequest(h, group, target, att, memory, step, b, tuple(feedback))
-            (cand, cost), wall = _timed(self.proposer.propose, req)
-            tally["proposer"] = tally["proposer"].add(cost, wall)
-            if cand is None:
-              break
-            k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi), ri), b)
-            (meas, _, cost), wall = _timed(self.critic.measure, cand, h, group, target,
-                                           memory, step, k, resample=resample)
-            tally["critic"] = tally["critic"].add(cost, wall)
-            if meas.accepted:
-              for op in cand.ops:
-                h, rec = apply_logged(h, op, step=step, log=self.history_log,
-                                      digest_before=current, measurement={
-                                          "candidate": cand.kind, "route": route,
-                                          "criterion_id": target.criterion_id,
-                                          "label": target.to_json(),
-                                          "critic": meas.to_json()})
-                current = rec.digest_after
-                history.append(rec)
-                actions.append(op_to_json(op))
+          # The first target the proposer has something for: one it has nothing for (its
+          # guidance fields all tried, say) does not end the route.
+          for target in _targets(att.labels, route, weights, self.config.min_confidence):
+            feedback: list[Feedback] = []
+            accepted = False
+            for b in range(self.config.rounds):
+              req = ProposalRequest(h, group, target, att, memory, step, b, tuple(feedback))
+              (cand, cost), wall = _timed(self.proposer.propose, req)
+              tally["proposer"] = tally["proposer"].add(cost, wall)
+              if cand is None:
+                break
+              k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi), ri), b)
+              (meas, _, cost), wall = _timed(self.critic.measure, cand, h, group, target,
+                                             memory, step, k, resample=resample)
+              tally["critic"] = tally["critic"].add(cost, wall)
+              if meas.accepted:
+                for op in cand.ops:
+                  h, rec = apply_logged(h, op, step=step, log=self.history_log,
+                                        digest_before=current, measurement={
+                                            "candidate": cand.kind, "route": route,
+                                            "criterion_id": target.criterion_id,
+                                            "label": target.to_json(),
+                                            "critic": meas.to_json()})
+                  current = rec.digest_after
+                  history.append(rec)
+                  actions.append(op_to_json(op))
+                task_records.append(CandidateRecord(step, group.task_id, route,
+                                                    target.criterion_id, b, "accepted", cand,
+                                                    meas))
+                accepted = True
+                break
+              verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
               task_records.append(CandidateRecord(step, group.task_id, route,
-                                                  target.criterion_id, b, "accepted", cand,
+                                                  target.criterion_id, b, verdict, cand,
                                                   meas))
-              accepted = True
+              feedback.append(Feedback(cand, meas))
+            if not accepted:
+              task_records.append(CandidateRecord(
+                  step, group.task_id, route, target.criterion_id, len(feedback), "noop",
+                  note=f"no candidate accepted after {len(feedback)} round(s)"))
+            if accepted or feedback:
               break
-            verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
-            task_records.append(CandidateRecord(step, group.task_id, route,
-                                                target.criterion_id, b, verdict, cand, meas))
-            feedback.append(Feedback(cand, meas))
-          if not accepted:
-            task_records.append(CandidateRecord(
-                step, group.task_id, route, target.criterion_id, len(feedback), "noop",
-                note=f"no candidate accepted after {len(feedback)} round(s)"))
       records.extend(task_records)
       if memory is not None:
         memory.add_draw(make_draw(
