@@ -41,7 +41,8 @@ def training_config(arm):
   c.data.heldout = "data/testbed/heldout.jsonl"
   # ---- sizes: one run of one arm (tune here; every arm and seed shares them) ----
   # Chosen so that the core grid (harnessrl, grpo_static, no_critic x 3 seeds) fits in
-  # 90 minutes on a 2-core CPU: ~60 s a step, 8 steps, 3 held-out evaluations of the 20
+  # 90 minutes on a 2-core CPU (31 min on a 2-core AMD EPYC at 7463d3b, 82 min at
+  # f8e33a0, docs/testbed.md): 8 steps, 3 held-out evaluations of the 20
   # held-out tasks. 64 new tokens is the length the planted thresholds were calibrated at
   # (data/build_testbed.py); the learning rate is twice the default's because the run is
   # a third as long.
