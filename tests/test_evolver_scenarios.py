@@ -392,17 +392,20 @@ def test_guidance_for_a_penalty_everyone_incurs_says_to_avoid_it():
 
 
 def test_the_route_targets_the_most_reward_at_stake():
-  from harnessrl_jax.evolver.evolve import _pick  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.evolver.evolve import _targets  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.evolver.types import CriterionLabel  # pylint: disable=g-import-not-at-top
   seen_long = CriterionLabel("light", "blind", 1.0)
   new_heavy = CriterionLabel("heavy", "blind", 0.5)
   weights = {"light": 2.0, "heavy": -10.0}
-  assert _pick([seen_long, new_heavy], "guidance", weights, 0.0) is new_heavy
-  # at equal stake the more certain label wins, then the earlier criterion
-  assert _pick([seen_long, new_heavy], "guidance", {"light": 5.0, "heavy": 10.0},
-               0.0) is seen_long
-  assert _pick([new_heavy, seen_long], "guidance", weights, 0.6) is seen_long
-  assert _pick([seen_long], "rubric", weights, 0.0) is None
+  assert _targets([seen_long, new_heavy], "guidance", weights, 0.0) == [new_heavy, seen_long]
+  # at equal stake the more certain label comes first, then the earlier criterion
+  assert _targets([new_heavy, seen_long], "guidance", {"light": 5.0, "heavy": 10.0},
+                  0.0) == [seen_long, new_heavy]
+  twin = CriterionLabel("twin", "blind", 1.0)
+  assert _targets([seen_long, twin], "guidance", {"light": 2.0, "twin": 2.0},
+                  0.0) == [seen_long, twin]
+  assert _targets([new_heavy, seen_long], "guidance", weights, 0.6) == [seen_long]
+  assert _targets([seen_long], "rubric", weights, 0.0) == []
 
 
 def test_a_target_with_nothing_to_propose_passes_the_route_to_the_next():
@@ -412,7 +415,10 @@ def test_a_target_with_nothing_to_propose_passes_the_route_to_the_next():
   ))
 
   class NothingForC1(RuleProposer):
-    asked = []
+
+    def __init__(self, config):
+      super().__init__(config)
+      self.asked = []
 
     def propose(self, req):
       self.asked.append(req.label.criterion_id)

@@ -163,12 +163,6 @@ def _targets(labels: Sequence[CriterionLabel], route: str, weights: dict[str, fl
   return [lab for _, lab in sorted(cands, key=rank)]
 
 
-def _pick(labels: Sequence[CriterionLabel], route: str, weights: dict[str, float],
-          min_conf: float) -> CriterionLabel | None:
-  ranked = _targets(labels, route, weights, min_conf)
-  return ranked[0] if ranked else None
-
-
 def _same_rubric(group: Group, h: Harness) -> bool:
   now = h.criteria(group.task_id)
   return [(c.id, c.text) for c in now] == [(c.id, c.text) for c in group.criteria]
