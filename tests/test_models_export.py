@@ -46,7 +46,8 @@ def _inputs(cfg, b=2, t=16):
   return tokens, positions, mask
 
 
-@pytest.mark.parametrize("family,tie", [("llama", True), ("qwen2", False), ("qwen3", False)])
+@pytest.mark.parametrize("family,tie", [("llama", True), ("qwen2", False), ("qwen3", False),
+                                        ("gemma3", True)])
 def test_export_loads_in_transformers_with_same_logits(tmp_path, family, tie):
   cfg = ModelConfig.tiny(family, tie_word_embeddings=tie, eos_token_ids=(258,))
   model = randomised(cfg, seed=7)
@@ -58,7 +59,8 @@ def test_export_loads_in_transformers_with_same_logits(tmp_path, family, tie):
   assert np.abs(ours).max() > 1.0
   ref = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
   assert type(ref).__name__ == {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                                "qwen3": "Qwen3ForCausalLM"}[family]
+                                "qwen3": "Qwen3ForCausalLM",
+                                "gemma3": "Gemma3ForCausalLM"}[family]
   assert ref.config.tie_word_embeddings == tie
   with torch.no_grad():
     want = ref(input_ids=torch.tensor(tokens, dtype=torch.long),

@@ -67,6 +67,31 @@ def test_model_config_reads_pre_v5_rope_fields_and_round_trips_json():
   assert again == cfg
 
 
+def test_gemma3_config_reads_old_and_new_rope_fields_and_round_trips():
+  # A pre-v5 file as Google's Gemma 3 1B ships it: rope_local_base_freq, a pattern, no types.
+  old = {"model_type": "gemma3_text", "vocab_size": 128, "hidden_size": 64,
+         "intermediate_size": 96, "num_hidden_layers": 7, "num_attention_heads": 4,
+         "num_key_value_heads": 1, "head_dim": 32, "rope_theta": 1000000.0,
+         "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+         "sliding_window": 512, "sliding_window_pattern": 6, "query_pre_attn_scalar": 32,
+         "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": None,
+         "final_logit_softcapping": None, "eos_token_id": [1, 106]}
+  cfg = ModelConfig.from_hf(old)
+  assert cfg.family == "gemma3" and cfg.qk_norm and cfg.tie_word_embeddings
+  assert cfg.layer_types == ("sliding_attention",) * 5 + ("full_attention", "sliding_attention")
+  assert (cfg.rope_theta, cfg.rope_local_theta) == (1e6, 1e4)
+  assert dict(cfg.rope_scaling) == {"rope_type": "linear", "factor": 8.0}
+  assert cfg.attention_scale == 32 ** -0.5 and cfg.hidden_act == "gelu_pytorch_tanh"
+  assert ModelConfig.from_hf(cfg.to_hf()) == cfg   # the v5 form (rope_parameters per type)
+  assert ModelConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+  with pytest.raises(ConfigError, match="multimodal"):
+    ModelConfig.from_hf({**old, "model_type": "gemma3"})
+  with pytest.raises(ConfigError, match="hidden_activation='silu'"):
+    ModelConfig.from_hf({**old, "hidden_activation": "silu"})
+  with pytest.raises(ConfigError, match="sliding_window > 0"):
+    ModelConfig.from_hf({**old, "sliding_window": None})
+
+
 @pytest.mark.parametrize("change,match", [
     ({"model_type": "gpt2"}, "model_type='gpt2' is not supported"),
     ({"use_sliding_window": True}, "use_sliding_window"),

@@ -16,10 +16,22 @@ from harnessrl_jax.models.kv_cache import init_cache
 TOL = 1e-4
 
 
-def _hf_config(family: str, tie: bool, rope_scaling=None):
+def _hf_config(family: str, tie: bool, rope_scaling=None, softcap=None):
   common = dict(vocab_size=264, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                 rms_norm_eps=1e-5, tie_word_embeddings=tie, bos_token_id=257, eos_token_id=258)
+  if family == "gemma3":
+    # 4 layers, global every 3rd as in Gemma 3's 5:1 pattern (shortened); a window of 5
+    # slots so every test sequence reaches past it; a query scale unlike head_dim.
+    common.update(num_hidden_layers=4, head_dim=24, sliding_window=5,
+                  layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                               "sliding_attention"])
+    full = {"rope_type": "default", "rope_theta": 1000000.0, **(rope_scaling or {})}
+    return transformers.Gemma3TextConfig(
+        query_pre_attn_scalar=20, hidden_activation="gelu_pytorch_tanh",
+        rope_parameters={"full_attention": full,
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        attn_logit_softcapping=softcap, final_logit_softcapping=softcap, **common)
   if family == "llama":
     return transformers.LlamaConfig(rope_theta=500000.0, rope_scaling=rope_scaling, **common)
   if family == "qwen2":
@@ -44,10 +56,16 @@ def _randomise(model: torch.nn.Module, seed: int) -> None:
         p.copy_(noise / np.sqrt(p.shape[-1]))
 
 
+LINEAR_ROPE = {"rope_type": "linear", "factor": 8.0}
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
-# name: (family, tied embeddings, rope scaling, ModelConfig overrides)
+# name: (family, tied embeddings, rope scaling, ModelConfig overrides[, soft-cap])
 CASES = {
+    "gemma3": ("gemma3", True, None, {}),
+    "gemma3_unscanned": ("gemma3", True, None, {"scan_layers": False}),
+    # Gemma 3 4B+ scale global RoPE linearly; soft-capped final logits. (transformers' Gemma 3
+    # ignores attn_logit_softcapping, set here too: so do we.)
+    "gemma3_linear_rope_softcap": ("gemma3", True, LINEAR_ROPE, {}, 3.0),
     "llama_tied": ("llama", True, None, {}),
     "llama3_rope_untied": ("llama", False, LLAMA3_ROPE, {}),
     "llama_unscanned": ("llama", True, None, {"scan_layers": False}),
@@ -60,8 +78,8 @@ CASES = {
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def pair(request, tmp_path_factory):
-  family, tie, rope_scaling, overrides = CASES[request.param]
-  hf_cfg = _hf_config(family, tie, rope_scaling)
+  family, tie, rope_scaling, overrides, *softcap = CASES[request.param]
+  hf_cfg = _hf_config(family, tie, rope_scaling, *softcap)
   hf_cfg._attn_implementation = "eager"
   torch.manual_seed(0)
   ref = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager")
@@ -129,8 +147,10 @@ def test_hidden_states_times_unembed_is_logits(pair):
   w = ours.unembed_matrix()
   assert h.shape == (2, 9, cfg.hidden_size) and w.shape == (cfg.hidden_size, cfg.vocab_size)
   logits = ours(tokens, positions, mask)[0]
-  np.testing.assert_allclose(np.asarray(h, np.float64) @ np.asarray(w, np.float64),
-                             np.asarray(logits), atol=1e-4, rtol=0)
+  want = np.asarray(h, np.float64) @ np.asarray(w, np.float64)
+  if cfg.final_logit_softcapping is not None:
+    want = cfg.final_logit_softcapping * np.tanh(want / cfg.final_logit_softcapping)
+  np.testing.assert_allclose(want, np.asarray(logits), atol=1e-4, rtol=0)
 
 
 def test_cached_prefill_and_decode_match_full_forward(pair):

@@ -28,7 +28,7 @@ def mesh():
   return sharding.make_mesh({"fsdp": 2, "tensor": 4})
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3"])
 def test_sharded_forward_equals_unsharded(mesh, family):
   cfg = ModelConfig.tiny(family)  # scanned layers: parameters stacked on a 'layers' axis
   model = Decoder(cfg, rngs=nnx.Rngs(3))

@@ -73,9 +73,7 @@ def _verdict_logits(graphdef, params, tokens, mask, *, true_ids: tuple[int, ...]
   """logsumexp of the next-token logits over the true ids and the false ids, each [B]."""
   model = nnx.merge(graphdef, params)
   positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
-  last = model.hidden_states(tokens, positions, mask)[:, -1]
-  logits = jnp.einsum("bd,dv->bv", last, model.unembed_matrix().astype(last.dtype),
-                      preferred_element_type=jnp.float32)
+  logits = model.logits_from_hidden(model.hidden_states(tokens, positions, mask)[:, -1])
   pick = lambda ids: jax.nn.logsumexp(logits[:, jnp.asarray(ids)], axis=-1)
   return pick(true_ids), pick(false_ids)
 

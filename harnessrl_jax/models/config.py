@@ -5,9 +5,15 @@ under `jax.jit`). Families:
   llama  - Llama 2/3 (incl. llama3 RoPE scaling), SmolLM2: no biases.
   qwen2  - Qwen2 / Qwen2.5: bias on the q/k/v projections.
   qwen3  - Qwen3: RMSNorm on each query/key head before RoPE (QK-norm), no biases.
-`layer_types` names each block's mixer; only "full_attention" exists today, the field keeps
-room for hybrid stacks (e.g. linear-attention layers): those run as a list of blocks
-(`scan_layers=False`) or, later, as a scan over a repeating group of blocks.
+  gemma3 - Gemma 3 text: QK-norm, Gemma's RMSNorm (x * (1 + w), cast after the multiply), a
+           norm after each sublayer as well as before it, embeddings scaled by sqrt(hidden),
+           GeGLU (tanh gelu), scores scaled by query_pre_attn_scalar**-0.5, tied embeddings,
+           optional soft-capping of the final logits,
+           and interleaved "sliding_attention" layers (keys within `sliding_window` slots,
+           RoPE base `rope_local_theta`, no RoPE scaling) with "full_attention" layers.
+`layer_types` names each block's mixer. Sliding and full attention share one parameter
+structure, so such stacks still scan; a different mixer (e.g. linear attention) would run as
+a list of blocks (`scan_layers=False`).
 """
 
 from __future__ import annotations
@@ -21,12 +27,19 @@ from typing import Any
 from harnessrl_jax.data.frozen import FrozenMap, freeze, thaw
 from harnessrl_jax.errors import ConfigError
 
-FAMILIES = ("llama", "qwen2", "qwen3")
-LAYER_TYPES = ("full_attention",)
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma3")
+GEMMA_FAMILIES = ("gemma3",)
+# Attention layers: one parameter structure, different masks and RoPE tables.
+ATTENTION_TYPES = ("full_attention", "sliding_attention")
+LAYER_TYPES = ATTENTION_TYPES
 DTYPES = ("float32", "bfloat16", "float16")
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 # HF `model_type` -> our family.
-_HF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
-_ROPE_TYPES = ("default", "llama3")
+_HF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+                   "gemma3_text": "gemma3"}
+_ROPE_TYPES = ("default", "llama3", "linear")
+# Gemma 3's default interleaving when a config gives no layer_types: every 6th layer global.
+_GEMMA3_SLIDING_PATTERN = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +72,12 @@ class ModelConfig:
   scan_layers: bool = True
   family: str = "llama"
   layer_types: tuple[str, ...] = ()  # () means every layer is "full_attention"
+  # Gemma 3 fields (the defaults are the Llama/Qwen behaviour).
+  sliding_window: int | None = None   # "sliding_attention" queries see keys < this many slots back
+  rope_local_theta: float = 10000.0   # RoPE base of the sliding layers
+  query_pre_attn_scalar: int | None = None  # scores * this**-0.5; None: head_dim
+  final_logit_softcapping: float | None = None  # logits -> cap * tanh(logits / cap)
+  hidden_act: str = "silu"            # the gated MLP's activation: SwiGLU or GeGLU
 
   def __post_init__(self):
     if self.rope_scaling is not None:
@@ -87,9 +106,20 @@ class ModelConfig:
     for t in self.layer_types:
       if t not in LAYER_TYPES:
         raise ConfigError(f"model config: layer type {t!r} is not supported; have {LAYER_TYPES}")
-    if self.scan_layers and len(set(self.layer_types)) > 1:
-      raise ConfigError("model config: scan_layers=True needs one layer type; set "
+    if self.scan_layers and len(set(self.layer_types)) > 1 and not set(
+        self.layer_types) <= set(ATTENTION_TYPES):
+      raise ConfigError("model config: scan_layers=True needs one block structure; set "
                         "scan_layers=False for mixed stacks")
+    if "sliding_attention" in self.layer_types and not (self.sliding_window or 0) > 0:
+      raise ConfigError("model config: sliding_attention layers need sliding_window > 0, "
+                        f"got {self.sliding_window}")
+    if self.hidden_act not in ACTIVATIONS:
+      raise ConfigError(f"model config: hidden_act={self.hidden_act!r}; expected one of "
+                        f"{ACTIVATIONS}")
+    for name in ("query_pre_attn_scalar", "final_logit_softcapping"):
+      value = getattr(self, name)
+      if value is not None and not value > 0:
+        raise ConfigError(f"model config: {name}={value}; expected a positive number or None")
     if self.rope_scaling is not None:
       rtype = self.rope_scaling.get("rope_type", "default")
       if rtype not in _ROPE_TYPES:
@@ -98,7 +128,16 @@ class ModelConfig:
 
   @property
   def hf_model_type(self) -> str:
-    return self.family
+    return "gemma3_text" if self.family == "gemma3" else self.family
+
+  @property
+  def gemma_style(self) -> bool:
+    """Gemma's norms (1 + w, sandwich), scaled embeddings (see the module docstring)."""
+    return self.family in GEMMA_FAMILIES
+
+  @property
+  def attention_scale(self) -> float:
+    return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
 
   def replace(self, **changes: Any) -> ModelConfig:
     return dataclasses.replace(self, **changes)
@@ -137,45 +176,61 @@ class ModelConfig:
         raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
     c = dict(config)
     model_type = c.get("model_type")
+    if model_type == "gemma3":
+      raise ConfigError(f"{where}: model_type='gemma3' is the multimodal Gemma 3; load a "
+                        "text-only checkpoint (model_type 'gemma3_text', Gemma3ForCausalLM)")
     if model_type not in _HF_MODEL_TYPES:
       raise ConfigError(f"{where}: model_type={model_type!r} is not supported; "
                         f"have {sorted(_HF_MODEL_TYPES)}")
     family = _HF_MODEL_TYPES[model_type]
-    for flag in ("mlp_bias", "use_sliding_window"):
+    gemma = family in GEMMA_FAMILIES
+    for flag in ("mlp_bias", "use_bidirectional_attention") + (() if gemma else
+                                                               ("use_sliding_window",)):
       if c.get(flag):
-        raise ConfigError(f"{where}: {flag}=true is not supported")
-    if c.get("hidden_act", "silu") != "silu":
-      raise ConfigError(f"{where}: hidden_act={c.get('hidden_act')!r}; only 'silu' is supported")
-    # Qwen2 always has q/k/v bias; Llama/Qwen3 `attention_bias` would also bias o_proj.
+        raise ConfigError(f"{where}: {flag}={c[flag]!r} is not supported")
+    act_field = "hidden_activation" if gemma else "hidden_act"
+    act = c.get(act_field) or ("gelu_pytorch_tanh" if gemma else "silu")
+    if act != ("gelu_pytorch_tanh" if gemma else "silu"):
+      raise ConfigError(f"{where}: {act_field}={act!r} is not supported for {model_type}")
+    # Qwen2 always has q/k/v bias; Llama/Qwen3/Gemma `attention_bias` would also bias o_proj.
     if family != "qwen2" and c.get("attention_bias"):
       raise ConfigError(f"{where}: attention_bias=true is not supported for {model_type}")
-    # transformers >= 5 writes `rope_parameters` (with rope_theta inside); older files have
-    # top-level `rope_theta` and `rope_scaling`.
-    rope = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
-    rope_theta = float(rope.pop("rope_theta", c.get("rope_theta", 10000.0)))
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    rope_scaling = None
-    if rope_type not in (None, "default"):
-      rope.pop("type", None)
-      rope["rope_type"] = rope_type
-      rope_scaling = rope
     heads = int(c["num_attention_heads"])
+    layers = int(c["num_hidden_layers"])
+    rope_theta, rope_scaling = _rope_fields(c, "full_attention" if gemma else None)
+    fields: dict[str, Any] = {}
+    if gemma:
+      layer_types = c.get("layer_types") or [
+          "full_attention" if (i + 1) % int(c.get("sliding_window_pattern") or
+                                            _GEMMA3_SLIDING_PATTERN) == 0
+          else "sliding_attention" for i in range(layers)]
+      local_theta, local_scaling = _rope_fields(c, "sliding_attention")
+      if local_scaling is not None:
+        raise ConfigError(f"{where}: RoPE scaling on sliding_attention layers is not supported")
+      fields = dict(
+          layer_types=tuple(layer_types), sliding_window=c.get("sliding_window"),
+          rope_local_theta=local_theta,
+          query_pre_attn_scalar=int(c.get("query_pre_attn_scalar") or 256),
+          # attn_logit_softcapping is not read: transformers' Gemma 3 never applies it (the
+          # released configs set it null), and parity is with transformers.
+          final_logit_softcapping=c.get("final_logit_softcapping"),
+          hidden_act=act)
     eos = c.get("eos_token_id")
     eos_ids = () if eos is None else (tuple(eos) if isinstance(eos, (list, tuple)) else (eos,))
-    fields = dict(
+    fields.update(
         vocab_size=int(c["vocab_size"]),
         hidden_size=int(c["hidden_size"]),
         intermediate_size=int(c["intermediate_size"]),
-        num_layers=int(c["num_hidden_layers"]),
+        num_layers=layers,
         num_heads=heads,
         num_kv_heads=int(c.get("num_key_value_heads") or heads),
         head_dim=int(c.get("head_dim") or c["hidden_size"] // heads),
         rope_theta=rope_theta,
         rope_scaling=rope_scaling,
         rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)),
-        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", gemma)),
         attention_bias=family == "qwen2",
-        qk_norm=family == "qwen3",
+        qk_norm=family in ("qwen3",) + GEMMA_FAMILIES,
         max_position_embeddings=int(c.get("max_position_embeddings", 2048)),
         bos_token_id=c.get("bos_token_id"),
         eos_token_ids=eos_ids,
@@ -186,7 +241,7 @@ class ModelConfig:
 
   def to_hf(self) -> dict[str, Any]:
     """The HF `config.json` fields for this architecture (numerics are not included)."""
-    rope_parameters = {"rope_type": "default", "rope_theta": self.rope_theta}
+    rope_parameters: dict[str, Any] = {"rope_type": "default", "rope_theta": self.rope_theta}
     if self.rope_scaling is not None:
       rope_parameters = {**thaw(self.rope_scaling), "rope_theta": self.rope_theta}
     eos: Any = list(self.eos_token_ids)
@@ -201,7 +256,7 @@ class ModelConfig:
         num_attention_heads=self.num_heads,
         num_key_value_heads=self.num_kv_heads,
         head_dim=self.head_dim,
-        hidden_act="silu",
+        hidden_act=self.hidden_act,
         rope_parameters=rope_parameters,
         rms_norm_eps=self.rms_norm_eps,
         tie_word_embeddings=self.tie_word_embeddings,
@@ -213,6 +268,16 @@ class ModelConfig:
       out["attention_bias"] = False
     if self.family == "llama":
       out["mlp_bias"] = False
+    if self.gemma_style:
+      del out["hidden_act"]
+      out.update(
+          hidden_activation=self.hidden_act,
+          rope_parameters={"full_attention": rope_parameters,
+                           "sliding_attention": {"rope_type": "default",
+                                                 "rope_theta": self.rope_local_theta}},
+          layer_types=list(self.layer_types), sliding_window=self.sliding_window,
+          query_pre_attn_scalar=self.query_pre_attn_scalar or self.head_dim,
+          final_logit_softcapping=self.final_logit_softcapping)
     return out
 
   @classmethod
@@ -225,7 +290,41 @@ class ModelConfig:
         vocab_size=264, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
         num_kv_heads=2, head_dim=16, rope_theta=10000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=family != "qwen3", attention_bias=family == "qwen2",
-        qk_norm=family == "qwen3", max_position_embeddings=512, bos_token_id=None,
-        eos_token_ids=(258, 256), family=family)
+        qk_norm=family in ("qwen3",) + GEMMA_FAMILIES, max_position_embeddings=512,
+        bos_token_id=None, eos_token_ids=(258, 256), family=family)
+    if family in GEMMA_FAMILIES:
+      # A window of 4 slots so short test sequences reach past it; both RoPE bases and the
+      # query scale differ from their defaults so a mix-up shows in the logits.
+      fields.update(num_layers=3, layer_types=("sliding_attention", "sliding_attention",
+                                               "full_attention"),
+                    sliding_window=4, rope_theta=1e6, rope_local_theta=1e4,
+                    query_pre_attn_scalar=24, hidden_act="gelu_pytorch_tanh")
     fields.update(overrides)
     return cls(**fields)
+
+
+def _rope_fields(c: Mapping[str, Any], layer_type: str | None) -> tuple[float, dict | None]:
+  """(rope_theta, rope_scaling or None) from a HF config dict, for one layer type of a
+  Gemma-style `rope_parameters` keyed by layer type, or the whole model (layer_type None).
+
+  transformers >= 5 writes `rope_parameters` (rope_theta inside); older files have top-level
+  `rope_theta` / `rope_scaling` (Gemma 3: `rope_local_base_freq` for the sliding layers).
+  """
+  params = c.get("rope_parameters")
+  if layer_type is not None and isinstance(params, Mapping) and layer_type in params:
+    params = params[layer_type]
+  elif layer_type is not None and isinstance(params, Mapping) and any(
+      t in params for t in ATTENTION_TYPES):
+    params = {}
+  if layer_type == "sliding_attention" and not params:
+    rope = {"rope_theta": c.get("rope_local_base_freq", 10000.0)}
+  else:
+    rope = dict(params or c.get("rope_scaling") or {})
+  default_theta = 1e6 if layer_type is not None else 10000.0
+  rope_theta = float(rope.pop("rope_theta", c.get("rope_theta", default_theta)))
+  rope_type = rope.get("rope_type", rope.get("type", "default"))
+  if rope_type in (None, "default"):
+    return rope_theta, None
+  rope.pop("type", None)
+  rope["rope_type"] = rope_type
+  return rope_theta, rope

@@ -11,8 +11,11 @@ Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
     layer_params (optional): `layer_states()`, used instead of the stacked weights (decode).
     cache may also be a kv_cache.DecodeCache (the sampler's decode loop): the same
     contract in the layouts decode attention reads in place.
+  * "sliding_attention" layers (Gemma 3) also need slot s > query slot - sliding_window: the
+    window counts slots (padding included), as HF's masks count cache positions.
   hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
-  logits == hidden_states @ unembed_matrix in float32.
+  logits == logits_from_hidden(hidden_states) == hidden_states @ unembed_matrix in float32,
+  soft-capped when cfg.final_logit_softcapping is set.
 
 Functional use: `graphdef, params = nnx.split(model)`; `nnx.merge(graphdef, params)(...)`.
 """
@@ -91,35 +94,53 @@ class Decoder(nnx.Module):
     tokens = jnp.asarray(tokens, jnp.int32)
     attention_mask = jnp.asarray(attention_mask, bool)
     t = tokens.shape[1]
-    x = jnp.take(self.embed_tokens[...], tokens, axis=0).astype(dtype)
-    cos, sin = layers.rope_cos_sin(jnp.asarray(positions, jnp.int32),
-                                   layers.rope_inv_freq(cfg), dtype)
+    x = jnp.take(self.embed_tokens[...], tokens, axis=0)
+    if cfg.gemma_style:
+      # HF scales in the embedding's dtype, by sqrt(hidden) rounded to that dtype.
+      x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
+    x = x.astype(dtype)
+    positions = jnp.asarray(positions, jnp.int32)
     if cache is None:
-      causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
-      allowed = causal[None] & attention_mask[:, None, :]
+      query_slots, key_slots, key_mask = jnp.arange(t), jnp.arange(t), attention_mask
       new_mask = index = k_cache = v_cache = None
       decode = False
     else:
       decode = isinstance(cache, DecodeCache)
       index = cache.index
       new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
-      slots = jnp.arange(cache.max_len)
-      causal = slots[None, :] <= (index + jnp.arange(t))[:, None]
-      allowed = causal[None] & new_mask[:, None, :]
+      query_slots, key_slots, key_mask = index + jnp.arange(t), jnp.arange(cache.max_len), new_mask
       k_cache, v_cache = cache.k, cache.v
+    # Per layer type: (cos, sin, allowed [B,T,S]).
+    causal = key_slots[None, :] <= query_slots[:, None]
+    types = sorted(set(cfg.layer_types))
+    inputs = {}
+    for layer_type in types:
+      near = causal
+      if layer_type == "sliding_attention":
+        near = causal & (key_slots[None, :] > query_slots[:, None] - cfg.sliding_window)
+      inputs[layer_type] = (*layers.rope_cos_sin(positions, layers.rope_inv_freq(cfg, layer_type),
+                                                 dtype),
+                            near[None] & key_mask[:, None, :])
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
     if layer_params is not None:
       graphdef = nnx.graphdef(self.layers)
       for i, state in enumerate(layer_params):
         kv = None if cache is None else (k_cache, v_cache, i, index, decode)
-        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        x, new_kv = run(graphdef, state, x, *inputs[cfg.layer_types[i]], kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
     elif cfg.scan_layers:
       graphdef, stacked = nnx.split(self.layers)
+      # Mixed attention types share the stacked weights; each layer picks its mask and RoPE
+      # tables by a per-layer index (one select per layer, not a second compiled block).
+      type_index = jnp.asarray([types.index(lt) for lt in cfg.layer_types], jnp.int32)
+      per_type = jax.tree.map(lambda *a: jnp.stack(a), *[inputs[lt] for lt in types])
 
-      def body(carry, state):
+      def body(carry, xs):
         x, k_cache, v_cache, layer = carry
+        state, which = xs
+        cos, sin, allowed = (inputs[types[0]] if len(types) == 1 else
+                             jax.tree.map(lambda a: a[which], per_type))
         kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode)
         x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
@@ -127,12 +148,12 @@ class Decoder(nnx.Module):
         return (x, k_cache, v_cache, layer + 1), None
 
       (x, k_cache, v_cache, _), _ = jax.lax.scan(
-          body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), stacked)
+          body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), (stacked, type_index))
     else:
       for i, block in enumerate(self.layers):
         kv = None if cache is None else (k_cache, v_cache, i, index, decode)
         graphdef, state = nnx.split(block)
-        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        x, new_kv = run(graphdef, state, x, *inputs[cfg.layer_types[i]], kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
     h = self.norm(x)
@@ -148,6 +169,10 @@ class Decoder(nnx.Module):
                cache: KVCache | DecodeCache | None = None, *,
                layer_params: list[nnx.State] | None = None):
     h, cache = self._forward(tokens, positions, attention_mask, cache, layer_params)
-    logits = jnp.einsum("btd,dv->btv", h, self.unembed_matrix().astype(h.dtype),
+    return self.logits_from_hidden(h), cache
+
+  def logits_from_hidden(self, h: jax.Array) -> jax.Array:
+    """float32 logits [..., V] of final-norm hidden states [..., D]."""
+    logits = jnp.einsum("...d,dv->...v", h, self.unembed_matrix().astype(h.dtype),
                         preferred_element_type=jnp.float32)
-    return logits, cache
+    return layers.softcap(logits, self.cfg.final_logit_softcapping)

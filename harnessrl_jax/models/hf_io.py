@@ -28,7 +28,7 @@ from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                  "qwen3": "Qwen3ForCausalLM"}
+                  "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 # Buffers some checkpoints carry that are recomputed here.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 

@@ -1,4 +1,6 @@
-"""Building blocks of the decoder: linear, RMSNorm, RoPE, grouped-query attention, SwiGLU.
+"""Building blocks of the decoder: linear, RMSNorm, RoPE, grouped-query attention, gated MLP
+(SwiGLU, or GeGLU for Gemma), and the pre-norm block (Gemma: norms before and after each
+sublayer).
 
 Every `nnx.Param` carries logical axis names in its `out_sharding` metadata (created with
 eager sharding off, so building a model needs no mesh); `sharding.py` maps them to mesh axes.
@@ -52,27 +54,44 @@ class Linear(nnx.Module):
 
 
 class RMSNorm(nnx.Module):
-  """x / rms(x) * weight, computed in float32 and returned in the activation dtype."""
+  """x / rms(x) * weight, computed in float32 and returned in the activation dtype.
+
+  Gemma stores the weight as an offset from 1 (initialised to 0) and multiplies in float32
+  before the cast; Llama/Qwen cast first, then multiply. Both as HF does.
+  """
 
   def __init__(self, dim: int, cfg: ModelConfig, axis_name: str = "norm"):
     self.eps = cfg.rms_norm_eps
     self.dtype = jnp.dtype(cfg.dtype)
-    self.weight = param(None, (dim,), (axis_name,), jnp.dtype(cfg.param_dtype), "ones")
+    self.offset = cfg.gemma_style
+    self.weight = param(None, (dim,), (axis_name,), jnp.dtype(cfg.param_dtype),
+                        "zeros" if self.offset else "ones")
 
   def __call__(self, x: jax.Array) -> jax.Array:
     x32 = x.astype(jnp.float32)
     x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-    # HF casts back to the input dtype before the weight multiply; do the same.
+    if self.offset:
+      return (x32 * (1.0 + self.weight[...].astype(jnp.float32))).astype(self.dtype)
     return self.weight[...].astype(self.dtype) * x32.astype(self.dtype)
 
 
-def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
-  """Inverse frequencies [head_dim/2] (float32), with llama3 scaling when configured."""
+def softcap(x: jax.Array, cap: float | None) -> jax.Array:
+  """cap * tanh(x / cap) (Gemma's soft-capping of logits); x when cap is None."""
+  return x if cap is None else cap * jnp.tanh(x / cap)
+
+
+def rope_inv_freq(cfg: ModelConfig, layer_type: str = "full_attention") -> np.ndarray:
+  """Inverse frequencies [head_dim/2] (float32) of one layer type: sliding layers use
+  `rope_local_theta` unscaled; full layers `rope_theta` with llama3 or linear scaling."""
   dim = cfg.head_dim
-  inv_freq = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
-                                       / dim))
+  sliding = layer_type == "sliding_attention"
+  theta = cfg.rope_local_theta if sliding else cfg.rope_theta
+  inv_freq = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))
   inv_freq = inv_freq.astype(np.float32)
-  scaling = cfg.rope_scaling
+  scaling = None if sliding else cfg.rope_scaling
+  if scaling is not None and scaling.get("rope_type") == "linear":
+    # Position interpolation: positions divided by `factor`, i.e. every frequency.
+    inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
   if scaling is not None and scaling.get("rope_type") == "llama3":
     # Llama 3.1 scaling: long wavelengths are divided by `factor`, short ones kept, and the
     # band between is interpolated smoothly (wavelength thresholds from the original context).
@@ -104,7 +123,9 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 class Attention(nnx.Module):
-  """Grouped-query self-attention with optional q/k/v bias (Qwen2) and QK-norm (Qwen3)."""
+  """Grouped-query self-attention with optional q/k/v bias (Qwen2), QK-norm (Qwen3, Gemma)
+  and Gemma's query scale. Sliding-window layers differ only in the mask and RoPE tables
+  their caller passes."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
@@ -128,8 +149,8 @@ class Attention(nnx.Module):
 
     kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index, decode)
     with caches [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of
-    `layer`, and the queries read every slot. decode True: the caches are a DecodeCache's (k [L,B,K,S,hd],
-    v [L,B,K,hd,S]), read whole and in place.
+    `layer`, and the queries read every slot. decode True: the caches are a DecodeCache's
+    (k [L,B,K,S,hd], v [L,B,K,hd,S]), read whole and in place.
     Returns (out [B,T,D], updated (k_cache, v_cache) or None).
     """
     cfg = self.cfg
@@ -170,30 +191,38 @@ class Attention(nnx.Module):
     return self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)), new_kv
 
   def _probs(self, scores: jax.Array, allowed: jax.Array, dtype) -> jax.Array:
-    """softmax over the keys of scores [B,K,G,T,S] / sqrt(hd), masked where not allowed."""
-    scores = scores * (1.0 / math.sqrt(self.cfg.head_dim))
+    """softmax over the keys of scores [B,K,G,T,S] * scale, masked where not allowed."""
+    scores = scores * self.cfg.attention_scale
     scores = jnp.where(allowed[:, None, None, :, :], scores, _MASKED)
     return jax.nn.softmax(scores, axis=-1).astype(dtype)
 
 
+_ACTIVATIONS = {"silu": jax.nn.silu,
+                "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True)}
+
+
 class MLP(nnx.Module):
-  """SwiGLU: down(silu(gate(x)) * up(x))."""
+  """Gated MLP: down(act(gate(x)) * up(x)); SwiGLU (silu) or GeGLU (tanh gelu, Gemma)."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.act = _ACTIVATIONS[cfg.hidden_act]
     d, f = cfg.hidden_size, cfg.intermediate_size
     self.gate_proj = Linear(d, f, ("embed", "mlp"), cfg, rngs=rngs)
     self.up_proj = Linear(d, f, ("embed", "mlp"), cfg, rngs=rngs)
     self.down_proj = Linear(f, d, ("mlp", "embed"), cfg, rngs=rngs)
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+    return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class Block(nnx.Module):
   """Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
 
-  The mixer is chosen by the layer type; a second type (e.g. linear attention) adds a branch
-  here with the same call signature.
+  Gemma adds a norm on each sublayer's output: x + post_norm(mixer(input_norm(x))), then
+  x + post_ff_norm(mlp(pre_ff_norm(x))). HF names differ by family: Llama's
+  `post_attention_layernorm` is the norm before the MLP, Gemma's the one after attention.
+  The mixer is chosen by the layer type; a different mixer (e.g. linear attention) adds a
+  branch here with the same call signature.
   """
 
   def __init__(self, cfg: ModelConfig, layer_type: str, *, rngs: nnx.Rngs):
@@ -202,9 +231,17 @@ class Block(nnx.Module):
     self.self_attn = Attention(cfg, rngs=rngs)
     self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg)
     self.mlp = MLP(cfg, rngs=rngs)
+    if cfg.gemma_style:
+      self.pre_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg)
+      self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg)
+    else:
+      self.pre_feedforward_layernorm = self.post_feedforward_layernorm = None
 
   def __call__(self, x, cos, sin, allowed, kv):
     h, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, allowed, kv)
-    x = x + h
-    x = x + self.mlp(self.post_attention_layernorm(x))
+    if self.pre_feedforward_layernorm is None:
+      x = x + h
+      return x + self.mlp(self.post_attention_layernorm(x)), new_kv
+    x = x + self.post_attention_layernorm(h)
+    x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
     return x, new_kv

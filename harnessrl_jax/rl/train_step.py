@@ -36,10 +36,17 @@ ForwardFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, ja
 
 
 def decoder_forward(graphdef: nnx.GraphDef) -> ForwardFn:
-  """The ForwardFn of a Decoder split as `graphdef, params = nnx.split(model)`."""
+  """The ForwardFn of a Decoder split as `graphdef, params = nnx.split(model)`.
+
+  The loss takes log-probs of hidden @ unembed, so a model whose logits are soft-capped
+  (Gemma 2 style final_logit_softcapping) is refused rather than trained on other logits.
+  """
 
   def forward(params, tokens, positions, attention_mask):
     model = nnx.merge(graphdef, params)
+    if model.cfg.final_logit_softcapping is not None:
+      raise ConfigError("the GRPO loss does not support final_logit_softcapping (a Gemma 2 "
+                        "style policy); its log-probs would not be the sampler's")
     return model.hidden_states(tokens, positions, attention_mask), model.unembed_matrix()
 
   return forward
