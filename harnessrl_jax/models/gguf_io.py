@@ -1,8 +1,11 @@
 """GGUF import: architecture, dequantised weights (HF names and layout) and tokenizer.
 
-Weights are dequantised to float32 with the `gguf` package. llama.cpp stores Llama-arch
-q/k projection rows permuted (interleaved RoPE pairs); `read_gguf` undoes that so the result
-is in the split-halves layout of HF checkpoints, which is what the decoder expects.
+Weights are dequantised to float32 with the `gguf` package (K-quants included). llama.cpp
+stores Llama-arch q/k projection rows permuted (interleaved RoPE pairs); `read_gguf` undoes
+that so the result is in the split-halves layout of HF checkpoints, which is what the decoder
+expects. Gemma 3: llama.cpp stores every norm weight as 1 + w (its RMSNorm multiplies by the
+weight), so 1 is subtracted back; what the file does not say is llama.cpp's Gemma 3 convention
+(every 6th layer global, local RoPE base 10000, query scale head_dim**-0.5; 27B excepted).
 `gguf` and `transformers` are imported inside the functions (importing them takes seconds).
 """
 
@@ -17,7 +20,7 @@ import numpy as np
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models.config import ModelConfig
 
-_ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+_ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3"}
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight",
                  "output_norm.weight": "model.norm.weight",
                  "output.weight": "lm_head.weight"}
@@ -35,6 +38,13 @@ _BLOCK_NAMES = {"attn_norm.weight": "input_layernorm.weight",
                 "ffn_gate.weight": "mlp.gate_proj.weight",
                 "ffn_up.weight": "mlp.up_proj.weight",
                 "ffn_down.weight": "mlp.down_proj.weight"}
+# Gemma's sandwich norms: llama.cpp's ffn_norm is the norm before the MLP, which Llama's HF
+# names post_attention_layernorm but Gemma's pre_feedforward_layernorm.
+_GEMMA_BLOCK_NAMES = {**_BLOCK_NAMES,
+                      "post_attention_norm.weight": "post_attention_layernorm.weight",
+                      "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+                      "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
+_GEMMA3_SLIDING_PATTERN = 6
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
@@ -78,11 +88,21 @@ def _config(reader, path: str, tensor_names: set[str]) -> ModelConfig:
                  path)
   eos = reader.fields.get("tokenizer.ggml.eos_token_id")
   bos = reader.fields.get("tokenizer.ggml.bos_token_id")
+  layers = int(_field(reader, f"{arch}.block_count", where=path))
+  gemma: dict[str, Any] = {}
+  if arch == "gemma3":
+    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // heads, path))
+    gemma = dict(
+        layer_types=tuple("full_attention" if (i + 1) % _GEMMA3_SLIDING_PATTERN == 0
+                          else "sliding_attention" for i in range(layers)),
+        sliding_window=int(_field(reader, f"{arch}.attention.sliding_window", where=path)),
+        rope_local_theta=10000.0, query_pre_attn_scalar=head_dim,
+        hidden_act="gelu_pytorch_tanh")
   return ModelConfig(
       vocab_size=int(vocab),
       hidden_size=hidden,
       intermediate_size=int(_field(reader, f"{arch}.feed_forward_length", where=path)),
-      num_layers=int(_field(reader, f"{arch}.block_count", where=path)),
+      num_layers=layers,
       num_heads=heads,
       num_kv_heads=int(_field(reader, f"{arch}.attention.head_count_kv", heads, path)),
       head_dim=int(_field(reader, f"{arch}.attention.key_length", hidden // heads, path)),
@@ -90,11 +110,11 @@ def _config(reader, path: str, tensor_names: set[str]) -> ModelConfig:
       rms_norm_eps=_f32(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-6, path)),
       tie_word_embeddings="output.weight" not in tensor_names,
       attention_bias=_ARCHS[arch] == "qwen2",
-      qk_norm=_ARCHS[arch] == "qwen3",
+      qk_norm=_ARCHS[arch] in ("qwen3", "gemma3"),
       max_position_embeddings=int(_field(reader, f"{arch}.context_length", 2048, path)),
       bos_token_id=None if bos is None else int(bos.contents()),
       eos_token_ids=() if eos is None else (int(eos.contents()),),
-      family=_ARCHS[arch])
+      family=_ARCHS[arch], **gemma)
 
 
 def _unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -111,15 +131,16 @@ def read_gguf(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, np.ndarra
   reader = _reader(path)
   names = {t.name for t in reader.tensors}
   cfg = _config(reader, path, names)
+  block_names = _GEMMA_BLOCK_NAMES if cfg.gemma_style else _BLOCK_NAMES
   tensors = {}
   for t in reader.tensors:
     m = _BLOCK_RE.match(t.name)
     rest = None
     if m:
       layer, rest = m.groups()
-      if rest not in _BLOCK_NAMES:
+      if rest not in block_names:
         raise ConfigError(f"{path}: unexpected GGUF tensor {t.name!r}")
-      name = f"model.layers.{layer}.{_BLOCK_NAMES[rest]}"
+      name = f"model.layers.{layer}.{block_names[rest]}"
     elif t.name in _GLOBAL_NAMES:
       name = _GLOBAL_NAMES[t.name]
     else:
@@ -139,6 +160,8 @@ def read_gguf(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, np.ndarra
       w = _unpermute_rows(w, cfg.num_heads)
     elif cfg.family == "llama" and rest == "attn_k.weight":
       w = _unpermute_rows(w, cfg.num_kv_heads)
+    elif cfg.gemma_style and name.endswith("norm.weight"):
+      w = w - np.float32(1.0)
     tensors[name] = w
   return cfg, tensors
 
