@@ -56,6 +56,31 @@ def test_sharded_forward_equals_unsharded(mesh, family):
   np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=0)
 
 
+def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
+  """Qwen3.5's list of linear- and full-attention blocks: forward, then a cached prefill and
+  decode steps (KV cache and Gated DeltaNet states) on the (2, 4) mesh."""
+  cfg = ModelConfig.tiny("qwen3_5")
+  model = Decoder(cfg, rngs=nnx.Rngs(5))
+  tokens, positions, mask = _inputs(cfg)
+  want = np.asarray(model(tokens, positions, mask)[0])
+  step = lambda m, *a: m(*a)
+  want_cached = [np.asarray(model(tokens[:, :8], positions[:, :8], mask[:, :8],
+                                  init_cache(cfg, 4, 12))[0])]
+  sharding.shard_model(model, mesh)
+  z = model.layers[0].linear_attn.in_proj_z.kernel[...]
+  assert z.sharding.spec == P("fsdp", "tensor")
+  np.testing.assert_allclose(np.asarray(nnx.jit(step)(model, tokens, positions, mask)[0]),
+                             want, atol=2e-5, rtol=0)
+  got, cache = nnx.jit(step)(model, tokens[:, :8], positions[:, :8], mask[:, :8],
+                             init_cache(cfg, 4, 12))
+  np.testing.assert_allclose(np.asarray(got), want_cached[0], atol=2e-5, rtol=0)
+  for i in range(8, 12):   # decode continues from the sharded states: the uncached logits
+    got, cache = nnx.jit(step)(model, tokens[:, i:i + 1], positions[:, i:i + 1],
+                               mask[:, i:i + 1], cache)
+    np.testing.assert_allclose(np.asarray(got[:, 0]), want[:, i], atol=2e-5, rtol=0)
+  assert len(cache.linear) == 2 and cache.k.shape[0] == 1
+
+
 def test_sharded_cached_decode_equals_unsharded(mesh):
   cfg = ModelConfig.tiny("qwen2", scan_layers=False)
   model = Decoder(cfg, rngs=nnx.Rngs(4))

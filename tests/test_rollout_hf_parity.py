@@ -50,7 +50,7 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
 
 
 @pytest.mark.parametrize("family,overrides", [
-    ("llama", {}), ("qwen2", {}), ("qwen3", {}), ("gemma3", {}),
+    ("llama", {}), ("qwen2", {}), ("qwen3", {}), ("gemma3", {}), ("qwen3_5", {}),
     ("llama", {"rope_scaling": LLAMA3_ROPE, "tie_word_embeddings": False}),
 ])
 def test_greedy_matches_transformers_generate(tmp_path, family, overrides):

@@ -11,9 +11,14 @@ under `jax.jit`). Families:
            optional soft-capping of the final logits,
            and interleaved "sliding_attention" layers (keys within `sliding_window` slots,
            RoPE base `rope_local_theta`, no RoPE scaling) with "full_attention" layers.
+  qwen3_5 - Qwen3.5 text (dense): "linear_attention" layers (Gated DeltaNet,
+           models/linear_attention.py) interleaved with "full_attention" layers whose query
+           projection also yields a sigmoid output gate per head, QK-norm, RoPE on the first
+           `partial_rotary_factor` of each head, and norms centred on 1 (x * (1 + w), cast after,
+           as Gemma's). Text positions only: M-RoPE with equal t/h/w positions is plain RoPE.
 `layer_types` names each block's mixer. Sliding and full attention share one parameter
-structure, so such stacks still scan; a different mixer (e.g. linear attention) would run as
-a list of blocks (`scan_layers=False`).
+structure, so such stacks still scan; linear attention has its own parameters, so stacks with
+it run as a list of blocks (`scan_layers=False`, which `from_hf` sets for them).
 """
 
 from __future__ import annotations
@@ -27,16 +32,18 @@ from typing import Any
 from harnessrl_jax.data.frozen import FrozenMap, freeze, thaw
 from harnessrl_jax.errors import ConfigError
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma3")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma3", "qwen3_5")
 GEMMA_FAMILIES = ("gemma3",)
+# Norm weights stored as an offset from 1.
+ZERO_CENTRED_NORM_FAMILIES = ("gemma3", "qwen3_5")
 # Attention layers: one parameter structure, different masks and RoPE tables.
 ATTENTION_TYPES = ("full_attention", "sliding_attention")
-LAYER_TYPES = ATTENTION_TYPES
+LAYER_TYPES = ATTENTION_TYPES + ("linear_attention",)
 DTYPES = ("float32", "bfloat16", "float16")
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 # HF `model_type` -> our family.
 _HF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-                   "gemma3_text": "gemma3"}
+                   "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5"}
 _ROPE_TYPES = ("default", "llama3", "linear")
 # Gemma 3's default interleaving when a config gives no layer_types: every 6th layer global.
 _GEMMA3_SLIDING_PATTERN = 6
@@ -78,6 +85,14 @@ class ModelConfig:
   query_pre_attn_scalar: int | None = None  # scores * this**-0.5; None: head_dim
   final_logit_softcapping: float | None = None  # logits -> cap * tanh(logits / cap)
   hidden_act: str = "silu"            # the gated MLP's activation: SwiGLU or GeGLU
+  # Qwen3.5 fields.
+  partial_rotary_factor: float = 1.0  # RoPE rotates the first int(head_dim * this) dims
+  attn_output_gate: bool = False      # q_proj also yields a sigmoid gate on attention's output
+  linear_num_key_heads: int = 0       # Gated DeltaNet (linear_attention layers)
+  linear_num_value_heads: int = 0
+  linear_key_head_dim: int = 0
+  linear_value_head_dim: int = 0
+  linear_conv_kernel_dim: int = 4
 
   def __post_init__(self):
     if self.rope_scaling is not None:
@@ -98,18 +113,26 @@ class ModelConfig:
     if self.num_heads % self.num_kv_heads:
       raise ConfigError(f"model config: num_heads={self.num_heads} is not a multiple of "
                         f"num_kv_heads={self.num_kv_heads}")
-    if self.head_dim % 2:
-      raise ConfigError(f"model config: head_dim={self.head_dim} must be even for RoPE")
+    if self.head_dim % 2 or self.rotary_dim % 2 or not 0 < self.rotary_dim <= self.head_dim:
+      raise ConfigError(f"model config: head_dim={self.head_dim}, partial_rotary_factor="
+                        f"{self.partial_rotary_factor}: the rotary dimension "
+                        f"{self.rotary_dim} must be even and in (0, head_dim]")
     if len(self.layer_types) != self.num_layers:
       raise ConfigError(f"model config: layer_types has {len(self.layer_types)} entries, "
                         f"num_layers={self.num_layers}")
     for t in self.layer_types:
       if t not in LAYER_TYPES:
         raise ConfigError(f"model config: layer type {t!r} is not supported; have {LAYER_TYPES}")
-    if self.scan_layers and len(set(self.layer_types)) > 1 and not set(
-        self.layer_types) <= set(ATTENTION_TYPES):
-      raise ConfigError("model config: scan_layers=True needs one block structure; set "
-                        "scan_layers=False for mixed stacks")
+    if self.scan_layers and not set(self.layer_types) <= set(ATTENTION_TYPES):
+      raise ConfigError("model config: scan_layers=True needs attention layers only (one "
+                        "block structure); set scan_layers=False for linear_attention stacks")
+    if "linear_attention" in self.layer_types:
+      heads = (self.linear_num_key_heads, self.linear_num_value_heads,
+               self.linear_key_head_dim, self.linear_value_head_dim,
+               self.linear_conv_kernel_dim)
+      if min(heads) < 1 or self.linear_num_value_heads % self.linear_num_key_heads:
+        raise ConfigError(f"model config: linear_attention layers need positive linear_* "
+                          f"sizes and value heads a multiple of key heads, got {heads}")
     if "sliding_attention" in self.layer_types and not (self.sliding_window or 0) > 0:
       raise ConfigError("model config: sliding_attention layers need sliding_window > 0, "
                         f"got {self.sliding_window}")
@@ -128,12 +151,30 @@ class ModelConfig:
 
   @property
   def hf_model_type(self) -> str:
-    return "gemma3_text" if self.family == "gemma3" else self.family
+    return {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text"}.get(self.family, self.family)
 
   @property
   def gemma_style(self) -> bool:
     """Gemma's norms (1 + w, sandwich), scaled embeddings (see the module docstring)."""
     return self.family in GEMMA_FAMILIES
+
+  @property
+  def zero_centred_norms(self) -> bool:
+    """Norm weights are offsets from 1 (x * (1 + w), multiplied before the cast)."""
+    return self.family in ZERO_CENTRED_NORM_FAMILIES
+
+  @property
+  def rotary_dim(self) -> int:
+    return int(self.head_dim * self.partial_rotary_factor)
+
+  @property
+  def attention_layers(self) -> tuple[int, ...]:
+    """Indices of the layers with a KV cache (every layer but linear_attention ones)."""
+    return tuple(i for i, t in enumerate(self.layer_types) if t != "linear_attention")
+
+  @property
+  def linear_layers(self) -> tuple[int, ...]:
+    return tuple(i for i, t in enumerate(self.layer_types) if t == "linear_attention")
 
   @property
   def attention_scale(self) -> float:
@@ -176,6 +217,12 @@ class ModelConfig:
         raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
     c = dict(config)
     model_type = c.get("model_type")
+    if model_type == "qwen3_5" and isinstance(c.get("text_config"), Mapping):
+      # The released Qwen3.5 checkpoints are the multimodal wrapper: read its text model
+      # (hf_io reads the text weights and leaves the vision tower).
+      c = {**c["text_config"], "tie_word_embeddings": c.get(
+          "tie_word_embeddings", c["text_config"].get("tie_word_embeddings", False))}
+      model_type = c.get("model_type", "qwen3_5_text")
     if model_type == "gemma3":
       raise ConfigError(f"{where}: model_type='gemma3' is the multimodal Gemma 3; load a "
                         "text-only checkpoint (model_type 'gemma3_text', Gemma3ForCausalLM)")
@@ -215,6 +262,19 @@ class ModelConfig:
           # released configs set it null), and parity is with transformers.
           final_logit_softcapping=c.get("final_logit_softcapping"),
           hidden_act=act)
+    if family == "qwen3_5":
+      layer_types = tuple(c.get("layer_types") or [
+          "full_attention" if (i + 1) % int(c.get("full_attention_interval") or 4) == 0
+          else "linear_attention" for i in range(layers)])
+      rope = c.get("rope_parameters") or {}
+      fields = dict(
+          layer_types=layer_types, scan_layers="linear_attention" not in layer_types,
+          partial_rotary_factor=float(rope.get("partial_rotary_factor",
+                                               c.get("partial_rotary_factor", 0.25))),
+          attn_output_gate=True,
+          **{k: int(c[k]) for k in ("linear_num_key_heads", "linear_num_value_heads",
+                                    "linear_key_head_dim", "linear_value_head_dim",
+                                    "linear_conv_kernel_dim")})
     eos = c.get("eos_token_id")
     eos_ids = () if eos is None else (tuple(eos) if isinstance(eos, (list, tuple)) else (eos,))
     fields.update(
@@ -230,7 +290,7 @@ class ModelConfig:
         rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)),
         tie_word_embeddings=bool(c.get("tie_word_embeddings", gemma)),
         attention_bias=family == "qwen2",
-        qk_norm=family in ("qwen3",) + GEMMA_FAMILIES,
+        qk_norm=family in ("qwen3", "qwen3_5") + GEMMA_FAMILIES,
         max_position_embeddings=int(c.get("max_position_embeddings", 2048)),
         bos_token_id=c.get("bos_token_id"),
         eos_token_ids=eos_ids,
@@ -268,6 +328,13 @@ class ModelConfig:
       out["attention_bias"] = False
     if self.family == "llama":
       out["mlp_bias"] = False
+    if self.family == "qwen3_5":
+      out.update(
+          rope_parameters={**rope_parameters, "partial_rotary_factor": self.partial_rotary_factor},
+          layer_types=list(self.layer_types),
+          **{k: getattr(self, k) for k in ("linear_num_key_heads", "linear_num_value_heads",
+                                           "linear_key_head_dim", "linear_value_head_dim",
+                                           "linear_conv_kernel_dim")})
     if self.gemma_style:
       del out["hidden_act"]
       out.update(
@@ -290,7 +357,7 @@ class ModelConfig:
         vocab_size=264, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
         num_kv_heads=2, head_dim=16, rope_theta=10000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=family != "qwen3", attention_bias=family == "qwen2",
-        qk_norm=family in ("qwen3",) + GEMMA_FAMILIES, max_position_embeddings=512,
+        qk_norm=family in ("qwen3", "qwen3_5") + GEMMA_FAMILIES, max_position_embeddings=512,
         bos_token_id=None, eos_token_ids=(258, 256), family=family)
     if family in GEMMA_FAMILIES:
       # A window of 4 slots so short test sequences reach past it; both RoPE bases and the
@@ -299,6 +366,13 @@ class ModelConfig:
                                                "full_attention"),
                     sliding_window=4, rope_theta=1e6, rope_local_theta=1e4,
                     query_pre_attn_scalar=24, hidden_act="gelu_pytorch_tanh")
+    if family == "qwen3_5":
+      # Linear, linear, full: both mixers and a cache that holds both kinds of state.
+      fields.update(num_layers=3, layer_types=("linear_attention", "linear_attention",
+                                               "full_attention"),
+                    scan_layers=False, partial_rotary_factor=0.25, attn_output_gate=True,
+                    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                    linear_value_head_dim=12, linear_conv_kernel_dim=4)
     fields.update(overrides)
     return cls(**fields)
 

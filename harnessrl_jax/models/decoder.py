@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from harnessrl_jax.models import layers
+from harnessrl_jax.models.block import Block
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.kv_cache import DecodeCache, KVCache
 
@@ -36,13 +37,13 @@ def _run_block(graphdef, state, x, cos, sin, allowed, kv):
   return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv)
 
 
-def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> layers.Block:
+def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> Block:
   """One Block whose every parameter has a leading [num_layers] axis (logical 'layers')."""
 
   @nnx.split_rngs(splits=cfg.num_layers)
   @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
   def make(rngs):
-    return layers.Block(cfg, cfg.layer_types[0], rngs=rngs)
+    return Block(cfg, cfg.layer_types[0], rngs=rngs)
 
   return make(rngs)
 
@@ -62,7 +63,7 @@ class Decoder(nnx.Module):
     if cfg.scan_layers:
       self.layers = _stacked_blocks(cfg, rngs)
     else:
-      self.layers = nnx.List([layers.Block(cfg, t, rngs=rngs) for t in cfg.layer_types])
+      self.layers = nnx.List([Block(cfg, t, rngs=rngs) for t in cfg.layer_types])
     self.norm = layers.RMSNorm(cfg.hidden_size, cfg)
     self.lm_head = (None if cfg.tie_word_embeddings else
                     layers.param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"),
@@ -112,8 +113,8 @@ class Decoder(nnx.Module):
       k_cache, v_cache = cache.k, cache.v
     # Per layer type: (cos, sin, allowed [B,T,S]).
     causal = key_slots[None, :] <= query_slots[:, None]
-    types = sorted(set(cfg.layer_types))
-    inputs = {}
+    types = sorted(set(cfg.layer_types) - {"linear_attention"})
+    inputs = {"linear_attention": (None, None, attention_mask)}
     for layer_type in types:
       near = causal
       if layer_type == "sliding_attention":
@@ -122,6 +123,7 @@ class Decoder(nnx.Module):
                                                  dtype),
                             near[None] & key_mask[:, None, :])
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
+    linear = None if cache is None else list(cache.linear)
     if layer_params is not None:
       graphdef = nnx.graphdef(self.layers)
       for i, state in enumerate(layer_params):
@@ -150,16 +152,27 @@ class Decoder(nnx.Module):
       (x, k_cache, v_cache, _), _ = jax.lax.scan(
           body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), (stacked, type_index))
     else:
-      for i, block in enumerate(self.layers):
-        kv = None if cache is None else (k_cache, v_cache, i, index, decode)
+      # KV caches are indexed by attention layer, linear states by linear layer.
+      n_attention = n_linear = 0
+      for layer_type, block in zip(cfg.layer_types, self.layers):
         graphdef, state = nnx.split(block)
-        x, new_kv = run(graphdef, state, x, *inputs[cfg.layer_types[i]], kv)
+        if layer_type == "linear_attention":
+          layer_cache = None if cache is None else linear[n_linear]
+          x, new_state = run(graphdef, state, x, *inputs[layer_type], layer_cache)
+          if cache is not None:
+            linear[n_linear] = new_state
+          n_linear += 1
+          continue
+        kv = None if cache is None else (k_cache, v_cache, n_attention, index, decode)
+        x, new_kv = run(graphdef, state, x, *inputs[layer_type], kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
+        n_attention += 1
     h = self.norm(x)
     if cache is None:
       return h, None
-    return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t)
+    return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t,
+                            linear=tuple(linear))
 
   def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
     """[B,T,D] final-norm outputs (activation dtype), no cache."""

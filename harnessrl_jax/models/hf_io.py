@@ -4,6 +4,10 @@ Our parameter paths mirror HF names: `layers/3/self_attn/q_proj/kernel` is
 `model.layers.3.self_attn.q_proj.weight` transposed (HF stores [out, in], we store [in, out]);
 with scanned layers `layers/self_attn/q_proj/kernel` stacks those of every layer on axis 0.
 `embed_tokens` is `model.embed_tokens.weight`; `lm_head` is `lm_head.weight` transposed.
+A Gated DeltaNet conv kernel [K, C] is HF's depthwise Conv1d weight [C, 1, K] rearranged.
+Released Qwen3.5 checkpoints (the multimodal wrapper) keep the text model under
+`model.language_model.`; it is read as `model.`, and the vision tower and multi-token
+prediction head (`model.visual.`, `mtp.`) are left, as transformers' text model leaves them.
 An exported directory (config.json, model.safetensors, generation_config.json and, when
 given, the tokenizer files) loads with `transformers.AutoModelForCausalLM.from_pretrained`.
 """
@@ -28,9 +32,21 @@ from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                  "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+                  "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                  "qwen3_5": "Qwen3_5ForCausalLM"}
 # Buffers some checkpoints carry that are recomputed here.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Parts of multimodal checkpoints that the text decoder does not use.
+_IGNORED_PREFIXES = ("model.visual.", "mtp.")
+_TEXT_PREFIX = "model.language_model."
+
+# How an HF tensor is stored relative to ours: as is, transposed ([out, in] vs [in, out]),
+# or as a depthwise Conv1d weight [C, 1, K] of our [K, C] kernel.
+_LAYOUTS = {
+    "same": (lambda ours: ours, lambda hf: hf),
+    "transpose": (lambda ours: ours.T, lambda hf: hf.T),
+    "conv": (lambda ours: ours.T[:, None, :], lambda hf: hf[:, 0, :].T),
+}
 
 
 def _flatten(tree: Mapping[Any, Any], prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
@@ -41,21 +57,30 @@ def _flatten(tree: Mapping[Any, Any], prefix: tuple = ()) -> Iterator[tuple[tupl
       yield prefix + (k,), v
 
 
-def hf_name(path: tuple) -> tuple[str, bool]:
-  """(HF tensor name, whether HF stores the transpose) for one of our parameter paths."""
+def hf_name(path: tuple) -> tuple[str, str]:
+  """(HF tensor name, its layout: a key of _LAYOUTS) for one of our parameter paths."""
   parts = [str(p) for p in path]
   if parts == ["lm_head"]:
-    return "lm_head.weight", True
+    return "lm_head.weight", "transpose"
   if parts == ["embed_tokens"]:
-    return "model.embed_tokens.weight", False
-  transpose = parts[-1] == "kernel"
-  if transpose:
+    return "model.embed_tokens.weight", "same"
+  layout = "same"
+  if parts[-1] == "kernel":
+    layout = "conv" if parts[-2] == "conv1d" else "transpose"
     parts[-1] = "weight"
-  return "model." + ".".join(parts), transpose
+  return "model." + ".".join(parts), layout
 
 
-def _entries(path: tuple, cfg: ModelConfig) -> tuple[list[tuple[str, bool]], bool]:
-  """(HF (name, transposed) of each slice of one parameter, whether it stacks layers)."""
+def text_tensors(tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """A multimodal checkpoint's text-decoder tensors under the text model's names."""
+  if not any(n.startswith(_TEXT_PREFIX) for n in tensors):
+    return dict(tensors)
+  return {("model." + n[len(_TEXT_PREFIX):] if n.startswith(_TEXT_PREFIX) else n): t
+          for n, t in tensors.items() if not n.startswith(_IGNORED_PREFIXES)}
+
+
+def _entries(path: tuple, cfg: ModelConfig) -> tuple[list[tuple[str, str]], bool]:
+  """(HF (name, layout) of each slice of one parameter, whether it stacks layers)."""
   if cfg.scan_layers and path[0] == "layers":
     return [hf_name(("layers", i) + path[1:]) for i in range(cfg.num_layers)], True
   return [hf_name(path)], False
@@ -72,6 +97,7 @@ def model_from_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray],
 
   Raises ConfigError naming `where` and the tensor when one is missing or has the wrong shape.
   """
+  tensors = text_tensors(tensors)
   graphdef, state = nnx.split(abstract_model(cfg))
   pure = nnx.to_pure_dict(state)
   used = set()
@@ -80,16 +106,17 @@ def model_from_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray],
     entries, stacked = _entries(path, cfg)
     slice_shape = tuple(leaf.shape[1:] if stacked else leaf.shape)
     slices = []
-    for name, transpose in entries:
+    for name, layout in entries:
       if name not in tensors:
         raise ConfigError(f"{where}: tensor {name!r} is missing (config says family="
                           f"{cfg.family}, {cfg.num_layers} layers)")
+      to_hf, from_hf = _LAYOUTS[layout]
       arr = np.asarray(tensors[name])
-      if (arr.T if transpose else arr).shape != slice_shape:
-        want = tuple(reversed(slice_shape)) if transpose else slice_shape
+      want = to_hf(np.empty(slice_shape, np.int8)).shape
+      if arr.shape != want:
         raise ConfigError(f"{where}: tensor {name!r} has shape {arr.shape}; the config "
                           f"implies {want}")
-      slices.append(arr.T if transpose else arr)
+      slices.append(from_hf(arr))
       used.add(name)
     arr = np.stack(slices) if stacked else slices[0]
     values[path] = jnp.asarray(arr, dtype=leaf.dtype)
@@ -116,9 +143,9 @@ def model_to_tensors(model: Decoder, dtype=None) -> dict[str, np.ndarray]:
     if dtype is not None:
       arr = arr.astype(jnp.dtype(dtype))
     entries, stacked = _entries(path, model.cfg)
-    for i, (name, transpose) in enumerate(entries):
+    for i, (name, layout) in enumerate(entries):
       part = arr[i] if stacked else arr
-      out[name] = np.ascontiguousarray(part.T if transpose else part)
+      out[name] = np.ascontiguousarray(_LAYOUTS[layout][0](part))
   return out
 
 

@@ -1,8 +1,10 @@
 """The key/value cache the decoder reads and writes during prefill and decode.
 
-Shapes: k, v [num_layers, batch, max_len, num_kv_heads, head_dim]; mask [batch, max_len]
-(True where a slot holds a real token); index: the next slot to write (int32 scalar, the
-same for every row: rows are aligned by left-padding the prompt).
+Shapes: k, v [attention layers, batch, max_len, num_kv_heads, head_dim] (every layer but
+linear_attention ones, in order); mask [batch, max_len] (True where a slot holds a real
+token); index: the next slot to write (int32 scalar, the same for every row: rows are aligned
+by left-padding the prompt); linear: one GatedDeltaNetState per linear_attention layer (a
+constant size whatever the length: conv [batch, K-1, C], recurrent [batch, Hv, dk, dv]).
 Size max_len for the prompt plus every token to be generated: a write past the end cannot
 raise inside jit (dynamic_update_slice clamps its start) and would overwrite earlier slots.
 """
@@ -14,6 +16,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.linear_attention import GatedDeltaNetState, zero_state
 
 
 @struct.dataclass
@@ -22,6 +25,7 @@ class KVCache:
   v: jax.Array
   mask: jax.Array
   index: jax.Array
+  linear: tuple[GatedDeltaNetState, ...] = ()
 
   @property
   def max_len(self) -> int:
@@ -31,9 +35,11 @@ class KVCache:
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
   """An empty cache: every slot masked out, index 0. `dtype` defaults to `cfg.dtype`."""
   dtype = jnp.dtype(dtype or cfg.dtype)
-  shape = (cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+  shape = (len(cfg.attention_layers), batch, max_len, cfg.num_kv_heads, cfg.head_dim)
   return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
-                 mask=jnp.zeros((batch, max_len), bool), index=jnp.zeros((), jnp.int32))
+                 mask=jnp.zeros((batch, max_len), bool), index=jnp.zeros((), jnp.int32),
+                 # conv history in the activation dtype: it is what the layer carries.
+                 linear=tuple(zero_state(cfg, batch) for _ in cfg.linear_layers))
 
 
 @struct.dataclass
@@ -50,6 +56,7 @@ class DecodeCache:
   v: jax.Array
   mask: jax.Array
   index: jax.Array
+  linear: tuple[GatedDeltaNetState, ...] = ()
 
   @property
   def max_len(self) -> int:
@@ -60,7 +67,14 @@ def to_decode_cache(cache: KVCache) -> DecodeCache:
   """The same slots and contents in the decode layouts (one copy)."""
   return DecodeCache(k=jnp.transpose(cache.k, (0, 1, 3, 2, 4)),
                      v=jnp.transpose(cache.v, (0, 1, 3, 4, 2)),
-                     mask=cache.mask, index=cache.index)
+                     mask=cache.mask, index=cache.index, linear=cache.linear)
+
+
+def map_rows(cache: KVCache | DecodeCache, fn) -> KVCache | DecodeCache:
+  """`cache` with fn(array, batch_axis) applied to every per-row array (e.g. repeat each
+  prompt's row J times, or select rows)."""
+  return cache.replace(k=fn(cache.k, 1), v=fn(cache.v, 1), mask=fn(cache.mask, 0),
+                       linear=jax.tree.map(lambda x: fn(x, 0), cache.linear))
 
 
 def grow(cache: DecodeCache, max_len: int) -> DecodeCache:

@@ -1,6 +1,5 @@
-"""Building blocks of the decoder: linear, RMSNorm, RoPE, grouped-query attention, gated MLP
-(SwiGLU, or GeGLU for Gemma), and the pre-norm block (Gemma: norms before and after each
-sublayer).
+"""Building blocks of the decoder: linear, RMSNorm, RoPE, grouped-query attention and the
+gated MLP (SwiGLU, or GeGLU for Gemma). `block.py` composes them into a residual block.
 
 Every `nnx.Param` carries logical axis names in its `out_sharding` metadata (created with
 eager sharding off, so building a model needs no mesh); `sharding.py` maps them to mesh axes.
@@ -63,7 +62,7 @@ class RMSNorm(nnx.Module):
   def __init__(self, dim: int, cfg: ModelConfig, axis_name: str = "norm"):
     self.eps = cfg.rms_norm_eps
     self.dtype = jnp.dtype(cfg.dtype)
-    self.offset = cfg.gemma_style
+    self.offset = cfg.zero_centred_norms
     self.weight = param(None, (dim,), (axis_name,), jnp.dtype(cfg.param_dtype),
                         "zeros" if self.offset else "ones")
 
@@ -83,7 +82,7 @@ def softcap(x: jax.Array, cap: float | None) -> jax.Array:
 def rope_inv_freq(cfg: ModelConfig, layer_type: str = "full_attention") -> np.ndarray:
   """Inverse frequencies [head_dim/2] (float32) of one layer type: sliding layers use
   `rope_local_theta` unscaled; full layers `rope_theta` with llama3 or linear scaling."""
-  dim = cfg.head_dim
+  dim = cfg.rotary_dim
   sliding = layer_type == "sliding_attention"
   theta = cfg.rope_local_theta if sliding else cfg.rope_theta
   inv_freq = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))
@@ -116,21 +115,31 @@ def rope_cos_sin(positions: jax.Array, inv_freq: np.ndarray, dtype) -> tuple[jax
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-  """Rotates x [B, T, heads, head_dim] with the split-halves convention of HF checkpoints."""
-  half = x.shape[-1] // 2
+  """Rotates x [B, T, heads, head_dim] with the split-halves convention of HF checkpoints;
+  cos/sin [B, T, r] with r < head_dim (partial rotary) rotate the first r dims only."""
+  r = cos.shape[-1]
+  if r < x.shape[-1]:
+    return jnp.concatenate([apply_rope(x[..., :r], cos, sin), x[..., r:]], axis=-1)
+  half = r // 2
   rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
   return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
 
 
 class Attention(nnx.Module):
-  """Grouped-query self-attention with optional q/k/v bias (Qwen2), QK-norm (Qwen3, Gemma)
-  and Gemma's query scale. Sliding-window layers differ only in the mask and RoPE tables
-  their caller passes."""
+  """Grouped-query self-attention with optional q/k/v bias (Qwen2), QK-norm (Qwen3, Gemma,
+  Qwen3.5), Gemma's query scale and Qwen3.5's output gate. Sliding-window layers differ
+  only in the mask and RoPE tables their caller passes.
+
+  Output gate (cfg.attn_output_gate): q_proj yields [query_h, gate_h] per head h (2 * hd
+  columns each, HF's layout); the attention output is multiplied by sigmoid(gate) before
+  o_proj.
+  """
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     d, hd = cfg.hidden_size, cfg.head_dim
-    self.q_proj = Linear(d, cfg.num_heads * hd, ("embed", "q_heads"), cfg,
+    q_width = cfg.num_heads * hd * (2 if cfg.attn_output_gate else 1)
+    self.q_proj = Linear(d, q_width, ("embed", "q_heads"), cfg,
                          bias=cfg.attention_bias, rngs=rngs)
     self.k_proj = Linear(d, cfg.num_kv_heads * hd, ("embed", "kv_heads"), cfg,
                          bias=cfg.attention_bias, rngs=rngs)
@@ -155,7 +164,12 @@ class Attention(nnx.Module):
     """
     cfg = self.cfg
     b, t, _ = x.shape
-    q = self.q_proj(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
+    gate = None
+    if cfg.attn_output_gate:
+      q, gate = jnp.split(self.q_proj(x).reshape(b, t, cfg.num_heads, 2 * cfg.head_dim), 2, -1)
+      gate = jax.nn.sigmoid(gate.reshape(b, t, cfg.num_heads * cfg.head_dim))
+    else:
+      q = self.q_proj(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
     k = self.k_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
     v = self.v_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
     if self.q_norm is not None:
@@ -176,8 +190,7 @@ class Attention(nnx.Module):
                           preferred_element_type=jnp.float32)
       out = jnp.einsum("bkgts,bkds->btkgd", self._probs(scores, allowed, x.dtype),
                        v_cache[layer].astype(x.dtype))
-      return (self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)),
-              (k_cache, v_cache))
+      return self._output(out, gate), (k_cache, v_cache)
     new_kv = None
     if kv is not None:
       k_cache, v_cache, layer, index, _ = kv
@@ -188,7 +201,13 @@ class Attention(nnx.Module):
       new_kv = (k_cache, v_cache)
     scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
     out = jnp.einsum("bkgts,bskd->btkgd", self._probs(scores, allowed, x.dtype), v)
-    return self.o_proj(out.reshape(b, t, cfg.num_heads * cfg.head_dim)), new_kv
+    return self._output(out, gate), new_kv
+
+  def _output(self, out: jax.Array, gate: jax.Array | None) -> jax.Array:
+    """o_proj of the heads' outputs [B,T,K,G,hd], gated first when configured."""
+    b, t = out.shape[:2]
+    out = out.reshape(b, t, self.cfg.num_heads * self.cfg.head_dim)
+    return self.o_proj(out if gate is None else out * gate.astype(out.dtype))
 
   def _probs(self, scores: jax.Array, allowed: jax.Array, dtype) -> jax.Array:
     """softmax over the keys of scores [B,K,G,T,S] * scale, masked where not allowed."""
@@ -213,35 +232,3 @@ class MLP(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
-
-
-class Block(nnx.Module):
-  """Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
-
-  Gemma adds a norm on each sublayer's output: x + post_norm(mixer(input_norm(x))), then
-  x + post_ff_norm(mlp(pre_ff_norm(x))). HF names differ by family: Llama's
-  `post_attention_layernorm` is the norm before the MLP, Gemma's the one after attention.
-  The mixer is chosen by the layer type; a different mixer (e.g. linear attention) adds a
-  branch here with the same call signature.
-  """
-
-  def __init__(self, cfg: ModelConfig, layer_type: str, *, rngs: nnx.Rngs):
-    self.layer_type = layer_type
-    self.input_layernorm = RMSNorm(cfg.hidden_size, cfg)
-    self.self_attn = Attention(cfg, rngs=rngs)
-    self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg)
-    self.mlp = MLP(cfg, rngs=rngs)
-    if cfg.gemma_style:
-      self.pre_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg)
-      self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg)
-    else:
-      self.pre_feedforward_layernorm = self.post_feedforward_layernorm = None
-
-  def __call__(self, x, cos, sin, allowed, kv):
-    h, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, allowed, kv)
-    if self.pre_feedforward_layernorm is None:
-      x = x + h
-      return x + self.mlp(self.post_attention_layernorm(x)), new_kv
-    x = x + self.post_attention_layernorm(h)
-    x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
-    return x, new_kv

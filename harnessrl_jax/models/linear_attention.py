@@ -116,6 +116,17 @@ class GatedDeltaNetState:
   recurrent: jax.Array
 
 
+def zero_state(cfg: GatedDeltaNetConfig, batch: int, dtype=None) -> GatedDeltaNetState:
+  """The state before any token; conv in `dtype` (default cfg.dtype), recurrent float32."""
+  conv_dim = (2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim
+              + cfg.linear_num_value_heads * cfg.linear_value_head_dim)
+  return GatedDeltaNetState(
+      conv=jnp.zeros((batch, cfg.linear_conv_kernel_dim - 1, conv_dim),
+                     jnp.dtype(dtype or cfg.dtype)),
+      recurrent=jnp.zeros((batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                           cfg.linear_value_head_dim), jnp.float32))
+
+
 def _dot(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
   return jnp.einsum(spec, a, b, precision=_HIGHEST)
 
@@ -155,6 +166,24 @@ def _to_chunks(x: jax.Array, chunk_size: int) -> jax.Array:
   return jnp.moveaxis(x, (1, 3), (0, 2))
 
 
+def _unit_lower_inverse(a: jax.Array) -> jax.Array:
+  """(I + a)^-1 for strictly lower-triangular a [..., C, C], by matmuls only.
+
+  With b = -a nilpotent (b^C = 0): (I - b)^-1 = (I + b)(I + b^2)(I + b^4)...(I + b^(2^(m-1)))
+  once 2^m >= C, i.e. 2 log2(C) matmuls. A triangular solve would do, but XLA:CPU deadlocked
+  on it under SPMD partitioning (8 fake devices, the (2, 4) mesh), and matmuls are what
+  accelerators run best.
+  """
+  c = a.shape[-1]
+  eye = jnp.eye(c, dtype=a.dtype)
+  power = -a
+  inverse = eye + power
+  for _ in range(max(0, math.ceil(math.log2(c)) - 1)):
+    power = _dot("...ij,...jk->...ik", power, power)
+    inverse = _dot("...ij,...jk->...ik", inverse, eye + power)
+  return inverse
+
+
 def chunked_gated_delta_rule(q: jax.Array, k: jax.Array, v: jax.Array, g: jax.Array,
                              beta: jax.Array, *, chunk_size: int,
                              initial_state: jax.Array | None = None
@@ -169,12 +198,10 @@ def chunked_gated_delta_rule(q: jax.Array, k: jax.Array, v: jax.Array, g: jax.Ar
   # exp(gamma_i - gamma_j) for j <= i, 0 above the diagonal; masked before exp, where the
   # difference is positive and could overflow.
   decay = jnp.exp(jnp.where(causal, gamma[..., :, None] - gamma[..., None, :], -jnp.inf))
-  eye = jnp.eye(chunk_size, dtype=jnp.float32)
-  wy = eye + jnp.tril(beta[..., :, None] * _dot("...id,...jd->...ij", k, k) * decay, -1)
-  # One solve for both right-hand sides: delta = u - w S_0.
+  strict = jnp.tril(beta[..., :, None] * _dot("...id,...jd->...ij", k, k) * decay, -1)
+  # One inverse for both right-hand sides: delta = u - w S_0.
   rhs = beta[..., None] * jnp.concatenate([v, jnp.exp(gamma)[..., None] * k], axis=-1)
-  solved = jax.lax.linalg.triangular_solve(wy, rhs, left_side=True, lower=True,
-                                           unit_diagonal=True)
+  solved = _dot("...ij,...jd->...id", _unit_lower_inverse(strict), rhs)
   u, w = solved[..., :dv], solved[..., dv:]
   intra = _dot("...id,...jd->...ij", q, k) * decay
   q_decayed = q * jnp.exp(gamma)[..., None]
@@ -280,11 +307,7 @@ class GatedDeltaNet(nnx.Module):
 
   def init_state(self, batch: int) -> GatedDeltaNetState:
     """The state before any token (continuing from it equals starting with state=None)."""
-    cfg = self.cfg
-    return GatedDeltaNetState(
-        conv=jnp.zeros((batch, cfg.linear_conv_kernel_dim - 1, self.conv_dim), self.dtype),
-        recurrent=jnp.zeros((batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                             cfg.linear_value_head_dim), jnp.float32))
+    return zero_state(self.cfg, batch)
 
   def __call__(self, x: jax.Array, mask: jax.Array | None = None,
                state: GatedDeltaNetState | None = None
@@ -301,7 +324,7 @@ class GatedDeltaNet(nnx.Module):
     if mask is not None:
       x = jnp.where(mask[..., None], x, jnp.zeros((), x.dtype))
     start = self.init_state(b) if state is None else state
-    qkv, conv_history = self.conv1d(self.in_proj_qkv(x), start.conv)
+    qkv, conv_history = self.conv1d(self.in_proj_qkv(x), start.conv.astype(x.dtype))
     q, k, v = jnp.split(qkv, [self.key_dim, 2 * self.key_dim], axis=-1)
     q = q.reshape(b, t, cfg.linear_num_key_heads, dk).astype(jnp.float32)
     k = k.reshape(b, t, cfg.linear_num_key_heads, dk).astype(jnp.float32)

@@ -12,6 +12,9 @@ them to mesh axes:
   mlp       tensor     the SwiGLU hidden dimension
   norm, head_dim  -    replicated (vectors)
   layers    -          the stacked-layer axis of scanned blocks
+  linear_v, linear_heads  tensor   Gated DeltaNet value heads (its z, gates, out_proj)
+  linear_conv, linear_conv_kernel  -   its q|k|v conv channels: splitting them would cut
+                       across the q/k/v boundaries the layer splits at
 
 A dimension whose size is not divisible by its mesh axes' total size stays replicated (e.g.
 9 heads on a 4-way tensor axis), and a mesh axis absent from the mesh is ignored, so one rule
@@ -44,6 +47,10 @@ DEFAULT_RULES: Rules = {
     "norm": None,
     "head_dim": None,
     "layers": None,
+    "linear_v": "tensor",
+    "linear_heads": "tensor",
+    "linear_conv": None,
+    "linear_conv_kernel": None,
 }
 
 

@@ -26,7 +26,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from harnessrl_jax.errors import HarnessError
-from harnessrl_jax.models.kv_cache import DecodeCache, grow, init_cache, to_decode_cache
+from harnessrl_jax.models.kv_cache import (DecodeCache, grow, init_cache, map_rows,
+                                           to_decode_cache)
 from harnessrl_jax.rollout import batching, decode_loop
 from harnessrl_jax.rollout.config import DECODE_PHASE_TOKENS, RolloutConfig
 from harnessrl_jax.rollout.sampling import SamplingParams
@@ -121,9 +122,7 @@ def decode_phases(model, width: int, max_new_tokens: int, phase_tokens: int,
 
 
 def _grow_cache(cache: DecodeCache, *, max_len: int, mesh: Mesh | None) -> DecodeCache:
-  cache = grow(cache, max_len)
-  return cache.replace(k=_constrain(cache.k, mesh, 1), v=_constrain(cache.v, mesh, 1),
-                       mask=_constrain(cache.mask, mesh, 0))
+  return map_rows(grow(cache, max_len), lambda x, axis: _constrain(x, mesh, axis))
 
 
 def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingParams,
@@ -143,8 +142,7 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
   if width > 1:
     _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
   rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
-  cache = to_decode_cache(cache.replace(k=rep(cache.k, 1), v=rep(cache.v, 1),
-                                        mask=rep(cache.mask, 0)))
+  cache = to_decode_cache(map_rows(cache, rep))
   keys = decode_loop.row_keys(key, rows * num_samples)
   phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh)
   out, _ = decode_loop.decode(phases, cache,
