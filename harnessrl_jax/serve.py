@@ -3,8 +3,11 @@
   python -m harnessrl_jax.serve --model=smollm2 --port=9000
   python -m harnessrl_jax.serve --model=/path/to/hf_dir_or.gguf --port=9000 --host=0.0.0.0
 
---model is "tiny" (random test model), "smollm2" (the packaged SmolLM2-135M-Instruct) or a
-path (HF safetensors directory or .gguf file). Binds 127.0.0.1 unless --host says otherwise.
+--model is "tiny" (random test model), "smollm2" (the packaged SmolLM2-135M-Instruct),
+"gemma3-270m" (Gemma 3 270M base, the optional extra requirements-gemma.txt, under the Gemma
+terms of use https://ai.google.dev/gemma/terms; a base model, for serving tests rather than
+judging) or a path (HF safetensors directory or .gguf file). Binds 127.0.0.1 unless --host
+says otherwise.
 Clients: harnessrl_jax.judges.jetstream_client.JetStreamClient (judge.backend="jetstream").
 Needs the serving extras: requirements-serving.txt and google-jetstream (--no-deps).
 """
@@ -17,7 +20,8 @@ from absl import flags
 
 from harnessrl_jax import cli
 
-_MODEL = flags.DEFINE_string("model", "smollm2", "tiny | smollm2 | PATH (HF dir or .gguf)")
+_MODEL = flags.DEFINE_string("model", "smollm2",
+                             "tiny | smollm2 | gemma3-270m | PATH (HF dir or .gguf)")
 _PORT = flags.DEFINE_integer("port", 9000, "gRPC port")
 _HOST = flags.DEFINE_string("host", "127.0.0.1", "bind address (0.0.0.0 or :: for all)")
 _SLOTS = flags.DEFINE_integer("max_concurrent_decodes", 8, "decode slots (batch rows)")
@@ -36,7 +40,7 @@ def model_config(model: str, *, seed: int = 0, cache_dir: str = "",
                  dtype: str = "float32") -> dict:
   """The config.model fields that --model names."""
   base = {"cache_dir": cache_dir, "dtype": dtype, "param_dtype": "float32", "remat": False}
-  if model in ("tiny", "smollm2"):
+  if model in ("tiny", "smollm2", "gemma3-270m"):
     return {**base, "source": model, "path": "", "seed": seed}
   return {**base, "source": "hf", "path": model}
 

@@ -8,7 +8,7 @@
 # Variables:
 #   JUDGE_HOSTS     hosts to start one server each on, space-separated (required);
 #                   127.0.0.1 / localhost start it here, others over ssh
-#   MODEL           tiny | smollm2 | a path on the server host (default smollm2)
+#   MODEL           tiny | smollm2 | gemma3-270m | a path on the server host (default smollm2)
 #   PORT            gRPC port on every host (default 9000)
 #   SLOTS           --max_concurrent_decodes (default 8)
 #   MAX_PREFILL     --max_prefill_length, a power of two (default 1024); the trainer's

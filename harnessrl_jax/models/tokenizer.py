@@ -3,6 +3,8 @@
 It wraps a `transformers` tokenizer and renders messages with the tokenizer's own chat
 template. `tiny_tokenizer()` builds a byte-level tokenizer in memory (256 byte tokens and 8
 special tokens, ChatML template) so tests and the "tiny" model need no files.
+`GEMMA3_CHAT_TEMPLATE` is Gemma 3's turn format, for Gemma tokenizers that ship without a
+template (the Gemma 3 270M base GGUF).
 
 `transformers` / `tokenizers` are imported inside the functions that build tokenizers:
 importing transformers takes seconds, and holders of a ready PromptBuilder never pay it.
@@ -18,13 +20,28 @@ from harnessrl_jax.errors import ConfigError
 
 ROLES = ("system", "user", "assistant")
 # End-of-turn markers of the supported chat formats: generation stops at any that exist.
-_END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+_END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>",
+                "<end_of_turn>")
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+# Gemma 3's turn format, as in Google's Gemma 3 tokenizers: <bos>, a system message folded
+# into the first user turn, "assistant" spoken as "model". The BOS is part of the text because
+# encode() adds no special tokens (and Gemma degrades badly without it).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if messages[0]['role'] == 'system' %}"
+    "{% set prefix = messages[0]['content'] + '\n\n' %}{% set turns = messages[1:] %}"
+    "{% else %}{% set prefix = '' %}{% set turns = messages %}{% endif %}"
+    "{% for message in turns %}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role'])"
+    " + '\n' + (prefix if loop.first else '') + message['content'] | trim"
+    " + '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}")
 TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>",
                        "<|reserved_0|>", "<|reserved_1|>", "<|reserved_2|>", "<|reserved_3|>")
 
@@ -40,13 +57,18 @@ def _message_dict(m: Any, i: int) -> dict[str, str]:
   return {"role": role, "content": content}
 
 
+class NoChatTemplateError(ConfigError):
+  """The tokenizer has no chat template (a base model's files)."""
+
+
 class PromptBuilder:
   """Chat messages -> token ids via the tokenizer's chat template; ids -> text."""
 
   def __init__(self, tokenizer, eos_token_ids: Sequence[int] = ()):
     if not getattr(tokenizer, "chat_template", None):
-      raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat "
-                        "template; add one to tokenizer_config.json / chat_template.jinja")
+      raise NoChatTemplateError(
+          f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template; add one "
+          "to tokenizer_config.json / chat_template.jinja")
     self.tokenizer = tokenizer
     eos = [int(i) for i in eos_token_ids]
     if tokenizer.eos_token_id is not None:
@@ -60,13 +82,17 @@ class PromptBuilder:
     self.pad_id: int = int(pad) if pad is not None else self.eos_token_ids[0]
 
   @classmethod
-  def from_pretrained(cls, path: str | os.PathLike, eos_token_ids: Sequence[int] = ()):
-    """Loads tokenizer files (tokenizer.json, tokenizer_config.json, ...) from a directory."""
+  def from_pretrained(cls, path: str | os.PathLike, eos_token_ids: Sequence[int] = (),
+                      default_chat_template: str | None = None):
+    """Loads tokenizer files (tokenizer.json, tokenizer_config.json, ...) from a directory;
+    `default_chat_template` is used when they carry no template (a base model's files)."""
     from transformers import AutoTokenizer
     try:
       tok = AutoTokenizer.from_pretrained(os.fspath(path))
     except (OSError, ValueError) as e:
       raise ConfigError(f"{path}: cannot load a tokenizer ({e})") from e
+    if default_chat_template and not tok.chat_template:
+      tok.chat_template = default_chat_template
     return cls(tok, eos_token_ids)
 
   @property
