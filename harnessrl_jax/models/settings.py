@@ -35,7 +35,8 @@ def model_defaults() -> ml_collections.ConfigDict:
     param_dtype: the parameters' dtype.
     remat: recompute each block's activations in the backward pass (memory for time).
     seed: source "tiny": the random weights' seed.
-    family: source "tiny": "llama", "qwen2" or "qwen3".
+    family: source "tiny": one of models.config.FAMILIES (llama, qwen2, qwen3, gemma3,
+      qwen3_5).
   """
   m = ml_collections.ConfigDict()
   m.source = "smollm2"
