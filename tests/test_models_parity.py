@@ -181,9 +181,18 @@ def test_hidden_states_times_unembed_is_logits(pair):
   np.testing.assert_allclose(want, np.asarray(logits), atol=1e-4, rtol=0)
 
 
-def test_cached_prefill_and_decode_match_full_forward(pair):
-  """Left-padded prefill, then T=1 decode steps, equals one uncached pass over everything."""
+def _rings(cfg) -> list[bool]:
+  """Cache kinds to test: sliding-window layers also with window-sized rings."""
+  return [False, True] if cfg.ring_layers else [False]
+
+
+@pytest.mark.parametrize("ring", [False, True])
+def test_cached_prefill_and_decode_match_full_forward(pair, ring):
+  """Left-padded prefill, then T=1 decode steps, equals one uncached pass over everything
+  (ring: Gemma's sliding layers keep a window-sized ring, which this sequence wraps)."""
   ref, ours, cfg = pair
+  if ring not in _rings(cfg):
+    pytest.skip("no sliding-window layers")
   b, prompt_len, steps = 2, 10, 6
   tokens = _batch(4, b, prompt_len + steps, cfg.vocab_size)
   mask = np.ones(tokens.shape, bool)
@@ -191,7 +200,10 @@ def test_cached_prefill_and_decode_match_full_forward(pair):
   positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
   full = _hf_logits(ref, tokens, mask, positions)
 
-  cache = init_cache(cfg, b, max_len=prompt_len + steps + 3)
+  cache = init_cache(cfg, b, max_len=prompt_len + steps + 3, ring=ring)
+  if ring:
+    assert cache.ring_k.shape[2] == cfg.sliding_window < prompt_len
+    assert cache.k.shape[0] == len(cfg.layer_types) - len(cfg.ring_layers)
   logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
                        mask[:, :prompt_len], cache)
   assert int(cache.index) == prompt_len
@@ -206,10 +218,13 @@ def test_cached_prefill_and_decode_match_full_forward(pair):
   np.testing.assert_allclose(got[mask], full[mask], atol=tol(cfg), rtol=0)
 
 
-def test_decode_cache_with_per_layer_weights_matches(pair):
+@pytest.mark.parametrize("ring", [False, True])
+def test_decode_cache_with_per_layer_weights_matches(pair, ring):
   """What the sampler decodes with: a prompt-sized prefill, the cache converted to the
   decode layouts (DecodeCache) and grown in two phases, per-layer weights: HF's logits."""
   ref, ours, cfg = pair
+  if ring not in _rings(cfg):
+    pytest.skip("no sliding-window layers")
   b, prompt_len, steps = 2, 10, 5
   tokens = _batch(5, b, prompt_len + steps, cfg.vocab_size)
   mask = np.ones(tokens.shape, bool)
@@ -220,7 +235,7 @@ def test_decode_cache_with_per_layer_weights_matches(pair):
   assert (layer_params is None) == (not cfg.scan_layers)
 
   logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
-                       mask[:, :prompt_len], init_cache(cfg, b, max_len=prompt_len))
+                       mask[:, :prompt_len], init_cache(cfg, b, max_len=prompt_len, ring=ring))
   cache = kv_cache.to_decode_cache(cache)
   got = [np.asarray(logits)]
   for i in range(prompt_len, prompt_len + steps):

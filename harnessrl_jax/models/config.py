@@ -173,6 +173,11 @@ class ModelConfig:
     return tuple(i for i, t in enumerate(self.layer_types) if t != "linear_attention")
 
   @property
+  def ring_layers(self) -> tuple[int, ...]:
+    """Indices of the sliding_attention layers (window-sized ring caches when asked for)."""
+    return tuple(i for i, t in enumerate(self.layer_types) if t == "sliding_attention")
+
+  @property
   def linear_layers(self) -> tuple[int, ...]:
     return tuple(i for i, t in enumerate(self.layer_types) if t == "linear_attention")
 

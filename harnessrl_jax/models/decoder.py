@@ -29,7 +29,7 @@ from flax import nnx
 from harnessrl_jax.models import layers
 from harnessrl_jax.models.block import Block
 from harnessrl_jax.models.config import ModelConfig
-from harnessrl_jax.models.kv_cache import DecodeCache, KVCache
+from harnessrl_jax.models.kv_cache import DecodeCache, KVCache, ring_slots
 
 
 def _run_block(graphdef, state, x, cos, sin, allowed, kv):
@@ -46,6 +46,21 @@ def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> Block:
     return Block(cfg, cfg.layer_types[0], rngs=rngs)
 
   return make(rngs)
+
+
+def _ring_allowed(slot_mask: jax.Array, new_mask: jax.Array, index: jax.Array,
+                  window: int) -> jax.Array:
+  """allowed [B,T,W+T] of a ring-cached sliding layer: the ring's entries as they were
+  before this call (slot_mask [B,S] says which slots hold real tokens), then the call's own
+  T tokens (new_mask [B,T]); a key is seen when real, causal and < `window` slots back."""
+  t = new_mask.shape[1]
+  slots, held = ring_slots(index, window)
+  query = index + jnp.arange(t)
+  old = (held[None, :] & jnp.take(slot_mask, jnp.maximum(slots, 0), axis=1))[:, None, :]
+  old = old & (slots[None, :] > query[:, None] - window)[None]
+  offset = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]   # query - key, in slots
+  new = ((offset >= 0) & (offset < window))[None] & new_mask[:, None, :]
+  return jnp.concatenate([old, new], axis=-1)
 
 
 class Decoder(nnx.Module):
@@ -101,37 +116,61 @@ class Decoder(nnx.Module):
       x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
     x = x.astype(dtype)
     positions = jnp.asarray(positions, jnp.int32)
+    ring = cache is not None and cache.ring_k is not None
     if cache is None:
       query_slots, key_slots, key_mask = jnp.arange(t), jnp.arange(t), attention_mask
-      new_mask = index = k_cache = v_cache = None
+      new_mask = index = k_cache = v_cache = ring_k = ring_v = None
       decode = False
     else:
       decode = isinstance(cache, DecodeCache)
       index = cache.index
       new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
       query_slots, key_slots, key_mask = index + jnp.arange(t), jnp.arange(cache.max_len), new_mask
-      k_cache, v_cache = cache.k, cache.v
-    # Per layer type: (cos, sin, allowed [B,T,S]).
+      k_cache, v_cache, ring_k, ring_v = cache.k, cache.v, cache.ring_k, cache.ring_v
+    # Per layer type: (cos, sin, allowed [B,T,S]; a ring's [B,T,W+T]).
     causal = key_slots[None, :] <= query_slots[:, None]
     types = sorted(set(cfg.layer_types) - {"linear_attention"})
     inputs = {"linear_attention": (None, None, attention_mask)}
     for layer_type in types:
+      rope = layers.rope_cos_sin(positions, layers.rope_inv_freq(cfg, layer_type), dtype)
       near = causal
+      if layer_type == "sliding_attention" and ring:
+        inputs[layer_type] = (*rope, _ring_allowed(new_mask, attention_mask, index,
+                                                   cfg.sliding_window))
+        continue
       if layer_type == "sliding_attention":
         near = causal & (key_slots[None, :] > query_slots[:, None] - cfg.sliding_window)
-      inputs[layer_type] = (*layers.rope_cos_sin(positions, layers.rope_inv_freq(cfg, layer_type),
-                                                 dtype),
-                            near[None] & key_mask[:, None, :])
+      inputs[layer_type] = (*rope, near[None] & key_mask[:, None, :])
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
     linear = None if cache is None else list(cache.linear)
-    if layer_params is not None:
-      graphdef = nnx.graphdef(self.layers)
-      for i, state in enumerate(layer_params):
-        kv = None if cache is None else (k_cache, v_cache, i, index, decode)
-        x, new_kv = run(graphdef, state, x, *inputs[cfg.layer_types[i]], kv)
-        if new_kv is not None:
-          k_cache, v_cache = new_kv
-    elif cfg.scan_layers:
+    if ring and layer_params is None and cfg.scan_layers:
+      layer_params = self.layer_states()   # ring and full layers read different caches
+    if layer_params is not None or not cfg.scan_layers:
+      if layer_params is not None:
+        graphdef = nnx.graphdef(self.layers)
+        blocks = [(graphdef, state) for state in layer_params]
+      else:
+        blocks = [nnx.split(block) for block in self.layers]
+      # Each kind of cache is indexed by its own layers: KV (full), ring, linear state.
+      n_full = n_ring = n_linear = 0
+      for layer_type, (graphdef, state) in zip(cfg.layer_types, blocks):
+        if layer_type == "linear_attention":
+          layer_cache = None if cache is None else linear[n_linear]
+          x, new_state = run(graphdef, state, x, *inputs[layer_type], layer_cache)
+          if cache is not None:
+            linear[n_linear] = new_state
+          n_linear += 1
+        elif ring and layer_type == "sliding_attention":
+          x, (ring_k, ring_v) = run(graphdef, state, x, *inputs[layer_type],
+                                    (ring_k, ring_v, n_ring, index, decode, True))
+          n_ring += 1
+        else:
+          kv = None if cache is None else (k_cache, v_cache, n_full, index, decode, False)
+          x, new_kv = run(graphdef, state, x, *inputs[layer_type], kv)
+          if new_kv is not None:
+            k_cache, v_cache = new_kv
+          n_full += 1
+    else:
       graphdef, stacked = nnx.split(self.layers)
       # Mixed attention types share the stacked weights; each layer picks its mask and RoPE
       # tables by a per-layer index (one select per layer, not a second compiled block).
@@ -143,7 +182,7 @@ class Decoder(nnx.Module):
         state, which = xs
         cos, sin, allowed = (inputs[types[0]] if len(types) == 1 else
                              jax.tree.map(lambda a: a[which], per_type))
-        kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode)
+        kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode, False)
         x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
@@ -151,28 +190,11 @@ class Decoder(nnx.Module):
 
       (x, k_cache, v_cache, _), _ = jax.lax.scan(
           body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), (stacked, type_index))
-    else:
-      # KV caches are indexed by attention layer, linear states by linear layer.
-      n_attention = n_linear = 0
-      for layer_type, block in zip(cfg.layer_types, self.layers):
-        graphdef, state = nnx.split(block)
-        if layer_type == "linear_attention":
-          layer_cache = None if cache is None else linear[n_linear]
-          x, new_state = run(graphdef, state, x, *inputs[layer_type], layer_cache)
-          if cache is not None:
-            linear[n_linear] = new_state
-          n_linear += 1
-          continue
-        kv = None if cache is None else (k_cache, v_cache, n_attention, index, decode)
-        x, new_kv = run(graphdef, state, x, *inputs[layer_type], kv)
-        if new_kv is not None:
-          k_cache, v_cache = new_kv
-        n_attention += 1
     h = self.norm(x)
     if cache is None:
       return h, None
     return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t,
-                            linear=tuple(linear))
+                            linear=tuple(linear), ring_k=ring_k, ring_v=ring_v)
 
   def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
     """[B,T,D] final-norm outputs (activation dtype), no cache."""

@@ -5,6 +5,12 @@ linear_attention ones, in order); mask [batch, max_len] (True where a slot holds
 token); index: the next slot to write (int32 scalar, the same for every row: rows are aligned
 by left-padding the prompt); linear: one GatedDeltaNetState per linear_attention layer (a
 constant size whatever the length: conv [batch, K-1, C], recurrent [batch, Hv, dk, dv]).
+
+Ring (`init_cache(..., ring=True)`): the sliding_attention layers keep their K/V in
+ring_k, ring_v [sliding layers, batch, W, num_kv_heads, head_dim] (W = sliding_window): slot s
+lives in entry s % W, so memory follows the window, not the context; k, v then hold only the
+other attention layers. Which slot an entry holds follows from `index` alone (`ring_slots`).
+Without ring, sliding layers read their window from the full-length k, v through the mask.
 Size max_len for the prompt plus every token to be generated: a write past the end cannot
 raise inside jit (dynamic_update_slice clamps its start) and would overwrite earlier slots.
 """
@@ -26,20 +32,37 @@ class KVCache:
   mask: jax.Array
   index: jax.Array
   linear: tuple[GatedDeltaNetState, ...] = ()
+  ring_k: jax.Array | None = None
+  ring_v: jax.Array | None = None
 
   @property
   def max_len(self) -> int:
-    return self.k.shape[2]
+    return self.mask.shape[1]
 
 
-def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
-  """An empty cache: every slot masked out, index 0. `dtype` defaults to `cfg.dtype`."""
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *,
+               ring: bool = False) -> KVCache:
+  """An empty cache: every slot masked out, index 0. `dtype` defaults to `cfg.dtype`.
+  ring: sliding_attention layers get a window-sized ring (module docstring)."""
   dtype = jnp.dtype(dtype or cfg.dtype)
-  shape = (len(cfg.attention_layers), batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+  ringed = cfg.ring_layers if ring else ()
+  full = [i for i in cfg.attention_layers if i not in ringed]
+  shape = (len(full), batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+  ring_shape = (len(ringed), batch, cfg.sliding_window or 0, cfg.num_kv_heads, cfg.head_dim)
   return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
                  mask=jnp.zeros((batch, max_len), bool), index=jnp.zeros((), jnp.int32),
                  # conv history in the activation dtype: it is what the layer carries.
-                 linear=tuple(zero_state(cfg, batch) for _ in cfg.linear_layers))
+                 linear=tuple(zero_state(cfg, batch) for _ in cfg.linear_layers),
+                 ring_k=jnp.zeros(ring_shape, dtype) if ringed else None,
+                 ring_v=jnp.zeros(ring_shape, dtype) if ringed else None)
+
+
+def ring_slots(index: jax.Array, window: int) -> tuple[jax.Array, jax.Array]:
+  """(slot held by each ring entry [W] int32, whether it holds one [W] bool) once slots
+  [0, index) are written: entry w holds the latest slot s < index with s % W == w."""
+  w = jnp.arange(window)
+  last = index - 1
+  return last - jnp.mod(last - w, window), w <= last
 
 
 @struct.dataclass
@@ -57,6 +80,8 @@ class DecodeCache:
   mask: jax.Array
   index: jax.Array
   linear: tuple[GatedDeltaNetState, ...] = ()
+  ring_k: jax.Array | None = None   # [sliding layers, B, kv_heads, W, head_dim]
+  ring_v: jax.Array | None = None   # [sliding layers, B, kv_heads, head_dim, W]
 
   @property
   def max_len(self) -> int:
@@ -65,16 +90,22 @@ class DecodeCache:
 
 def to_decode_cache(cache: KVCache) -> DecodeCache:
   """The same slots and contents in the decode layouts (one copy)."""
+  ringed = cache.ring_k is not None
   return DecodeCache(k=jnp.transpose(cache.k, (0, 1, 3, 2, 4)),
                      v=jnp.transpose(cache.v, (0, 1, 3, 4, 2)),
-                     mask=cache.mask, index=cache.index, linear=cache.linear)
+                     mask=cache.mask, index=cache.index, linear=cache.linear,
+                     ring_k=jnp.transpose(cache.ring_k, (0, 1, 3, 2, 4)) if ringed else None,
+                     ring_v=jnp.transpose(cache.ring_v, (0, 1, 3, 4, 2)) if ringed else None)
 
 
 def map_rows(cache: KVCache | DecodeCache, fn) -> KVCache | DecodeCache:
   """`cache` with fn(array, batch_axis) applied to every per-row array (e.g. repeat each
   prompt's row J times, or select rows)."""
+  ringed = cache.ring_k is not None
   return cache.replace(k=fn(cache.k, 1), v=fn(cache.v, 1), mask=fn(cache.mask, 0),
-                       linear=jax.tree.map(lambda x: fn(x, 0), cache.linear))
+                       linear=jax.tree.map(lambda x: fn(x, 0), cache.linear),
+                       ring_k=fn(cache.ring_k, 1) if ringed else None,
+                       ring_v=fn(cache.ring_v, 1) if ringed else None)
 
 
 def grow(cache: DecodeCache, max_len: int) -> DecodeCache:

@@ -156,10 +156,13 @@ class Attention(nnx.Module):
                kv: tuple[jax.Array, jax.Array, int, jax.Array] | None):
     """x [B,T,D]; allowed [B,T,S] (query t may see key/slot s).
 
-    kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index, decode)
+    kv: None (keys are this call's tokens) or (k_cache, v_cache, layer, index, decode, ring)
     with caches [L,B,S,K,hd]: this call's K/V are written at slots [index, index+T) of
     `layer`, and the queries read every slot. decode True: the caches are a DecodeCache's
-    (k [L,B,K,S,hd], v [L,B,K,hd,S]), read whole and in place.
+    (k [L,B,K,S,hd], v [L,B,K,hd,S]), read whole and in place. ring True: the caches are
+    window-sized rings (kv_cache module docstring) with S = W entries; the queries read the
+    ring as it was before this call, then this call's T tokens (allowed [B,T,W+T]), and the
+    last min(T, W) of them are written at entries (slot % W).
     Returns (out [B,T,D], updated (k_cache, v_cache) or None).
     """
     cfg = self.cfg
@@ -178,8 +181,10 @@ class Attention(nnx.Module):
     groups = cfg.num_heads // cfg.num_kv_heads
     # Query head h uses KV head h // groups (HF's repeat_kv order).
     q = q.reshape(b, t, cfg.num_kv_heads, groups, cfg.head_dim)
+    if kv is not None and kv[5]:
+      return self._ring_attention(q, k, v, gate, allowed, kv)
     if kv is not None and kv[4]:
-      k_cache, v_cache, layer, index, _ = kv
+      k_cache, v_cache, layer, index, _, _ = kv
       k_cache = jax.lax.dynamic_update_slice(
           k_cache, jnp.transpose(k, (0, 2, 1, 3))[None].astype(k_cache.dtype),
           (layer, 0, 0, index, 0))
@@ -193,7 +198,7 @@ class Attention(nnx.Module):
       return self._output(out, gate), (k_cache, v_cache)
     new_kv = None
     if kv is not None:
-      k_cache, v_cache, layer, index, _ = kv
+      k_cache, v_cache, layer, index, _, _ = kv
       start = (layer, 0, index, 0, 0)
       k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
       v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
@@ -202,6 +207,35 @@ class Attention(nnx.Module):
     scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
     out = jnp.einsum("bkgts,bskd->btkgd", self._probs(scores, allowed, x.dtype), v)
     return self._output(out, gate), new_kv
+
+  def _ring_attention(self, q, k, v, gate, allowed, kv):
+    """Attention over a window-sized ring plus this call's tokens (see __call__)."""
+    ring_k, ring_v, layer, index, decode, _ = kv
+    t, dtype = k.shape[1], q.dtype
+    old_k, old_v = ring_k[layer].astype(dtype), ring_v[layer].astype(dtype)
+    # The ring's entry axis in each layout: KVCache [B,W,K,hd]; DecodeCache k [B,K,W,hd],
+    # v [B,K,hd,W] (read in place, as decode attention reads the full cache).
+    old_spec = ("bkwd", "bkdw") if decode else ("bwkd", "bwkd")
+    scores = jnp.concatenate([
+        jnp.einsum(f"btkgd,{old_spec[0]}->bkgtw", q, old_k, preferred_element_type=jnp.float32),
+        jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)], axis=-1)
+    probs = self._probs(scores, allowed, dtype)
+    window = old_k.shape[2] if decode else old_k.shape[1]
+    out = (jnp.einsum(f"bkgtw,{old_spec[1]}->btkgd", probs[..., :window], old_v)
+           + jnp.einsum("bkgts,bskd->btkgd", probs[..., window:], v))
+    # Only the last W new tokens can be read later; writing just those keeps the scatter's
+    # entries distinct.
+    n = min(t, window)
+    entries = jnp.mod(index + t - n + jnp.arange(n), window)
+    new_k, new_v = k[:, t - n:].astype(ring_k.dtype), v[:, t - n:].astype(ring_v.dtype)
+    layer_k, layer_v = ring_k[layer], ring_v[layer]
+    if decode:
+      layer_k = layer_k.at[:, :, entries].set(jnp.transpose(new_k, (0, 2, 1, 3)))
+      layer_v = layer_v.at[..., entries].set(jnp.transpose(new_v, (0, 2, 3, 1)))
+    else:
+      layer_k = layer_k.at[:, entries].set(new_k)
+      layer_v = layer_v.at[:, entries].set(new_v)
+    return self._output(out, gate), (ring_k.at[layer].set(layer_k), ring_v.at[layer].set(layer_v))
 
   def _output(self, out: jax.Array, gate: jax.Array | None) -> jax.Array:
     """o_proj of the heads' outputs [B,T,K,G,hd], gated first when configured."""

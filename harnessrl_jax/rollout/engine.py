@@ -138,7 +138,8 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
   # The last prompt token is fed by the decode loop's first step, which yields the logits
   # of the first response token; the prefill's own logits are unused and compiled away.
   # Prefill fills the prompt's width - 1 slots; each decode phase then grows the cache.
-  cache = init_cache(cfg, rows, width - 1)
+  # Sliding-window layers keep window-sized rings instead (memory follows the window).
+  cache = init_cache(cfg, rows, width - 1, ring=True)
   if width > 1:
     _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
   rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
