@@ -1,0 +1,480 @@
+"""Memory and placement plan of an experiment config, from the configs alone (no weights,
+no devices):
+
+  python -m harnessrl_jax.models.plan --config=configs/paper.py [--json=PATH]
+      [--policy_config=PATH] [--judge_config=PATH]
+
+It prints the table; --json also writes the plan (`Plan.to_json`) to PATH.
+
+The policy's architecture is, in this order: --policy_config (a HF config.json or its
+directory), config.model.path's config.json (source "hf"), `ModelConfig.tiny` (source "tiny"),
+or the config file's POLICY_HF_CONFIG dict. The judge's: --judge_config or the file's
+JUDGE_HF_CONFIG, served as its JUDGE_SERVING dict says; without one the judge is not planned.
+
+Policy: bytes per device during the GRPO update (rl/train_step.py) on config.rl.mesh, whose
+axes must all be sized. Shards are computed, not measured: each leaf's
+`NamedSharding(jax.sharding.AbstractMesh, spec).shard_shape`, the specs being the trainer's own
+(`rl.mesh.state_shardings`: logical axes -> `sharding.DEFAULT_RULES`; a dimension its mesh axes
+do not divide stays replicated).
+  parameters   `hf_io.abstract_model` (nnx.eval_shape), config.model.param_dtype.
+  reference    the frozen reference copy train.py keeps when config.rl.beta > 0.
+  gradients    train_step's float32 accumulator plus one micro-batch's gradient (param dtype),
+               both placed like the parameters.
+  optimiser    `jax.eval_shape` of `make_optimizer(config.rl).init` (AdamW's mu and nu and
+               the step counters), placed like the parameters.
+  activations  an ESTIMATE, for config.rl.micro_batch_size sequences of the largest prompt
+               bucket + rollout.max_new_tokens tokens, rows split over data x fsdp (the tensor
+               axis is not credited). S(cfg) is the bytes of the residuals `jax.vjp` keeps for
+               the backward pass of the trainer's log-prob function (`response_logprobs`),
+               traced by `jax.make_jaxpr` (abstract, nothing runs), the arguments themselves
+               excluded. Traced at 1 and 2 rows, S = rows * S_row + S_weights: S_row is the
+               activations, S_weights the weight copies autodiff keeps (casts, the tied
+               embedding's transpose), counted at the parameters' sharded fraction.
+                 no remat:  S(cfg, remat off) + C
+                 remat:     S(cfg, remat on) + max over layer types t of
+                            [S(t, remat off) - S(t, remat on)] + C
+               S(t, .) is a one-layer model of type t: the second term is the one block whose
+               intermediates the backward pass recomputes at a time. C = 3 * rows * chunk * V *
+               4 bytes: one chunk of float32 logits (rl/logprobs.py rematerialises it always:
+               logits, their exp, their cotangent). Not counted: cotangent temporaries of a
+               block's backward (about its intermediates again for attention's [T, T] scores),
+               the reference forward's transients, all-gathered FSDP weights, XLA's own
+               fusion and scheduling. Against XLA:CPU's compiled temp bytes (`memory_analysis`)
+               of one device's paper-scale micro-batch the no-remat estimate came within 3%;
+               but XLA:CPU keeps the no-remat memory for `jax.checkpoint`ed blocks outside
+               `lax.scan` (scan_layers=False, as every linear-attention stack is), so for
+               those the remat column is what JAX is asked for, to be checked on the
+               accelerator; the table says so. JAX on GPU preallocates 75% of the memory
+               unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise.
+
+Judge: our decoder has no Gemma 4, so the judge is counted from transformers' model of its
+config.json built on the meta device (no memory), text decoder only, served by an external
+endpoint (vLLM / SGLang behind config.judge), not this repo's engine. Per device on its
+tensor-parallel group: bfloat16 weights (matrices split N ways; K/V projections by
+ceil(heads / N) heads each, as vLLM replicates KV heads when N exceeds them; vectors
+replicated) and a bfloat16 KV cache for judge.max_concurrency sequences of
+JUDGE_SERVING["context_tokens"], sliding-window layers holding at most their window (vLLM's
+hybrid KV cache manager and SGLang's SWA pool allocate so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import runpy
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.extend.core as jax_core
+import jax.numpy as jnp
+from absl import flags
+from flax import nnx
+from jax.sharding import AbstractMesh
+from ml_collections import config_flags
+
+from harnessrl_jax import cli
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.hf_io import abstract_model
+from harnessrl_jax.models.settings import ModelSettings
+from harnessrl_jax.models.sharding import MESH_AXES
+from harnessrl_jax.rl import mesh as rl_mesh
+from harnessrl_jax.rl.batch import RLBatch
+from harnessrl_jax.rl.config import MeshConfig
+from harnessrl_jax.rl.train_state import create_train_state, make_optimizer
+from harnessrl_jax.rl.train_step import StepConfig, decoder_forward, response_logprobs
+from harnessrl_jax.rollout.config import RolloutConfig
+
+# An H100 SXM 80GB as nvidia-smi reports it (81559 MiB).
+H100_BYTES = 81559 * 2**20
+GIB = 2**30
+# [rows, chunk, V] float32 arrays live while one logits chunk is recomputed (module docstring).
+_LOGIT_CHUNK_COPIES = 3
+_SERVING_BYTES = 2   # the judge's weights and KV cache in bfloat16
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyPlan:
+  """Per-device bytes of the policy's update (module docstring), and what they assume."""
+
+  name: str
+  source: str                  # where the architecture came from
+  family: str
+  num_params: int
+  mesh: dict[str, int]
+  param_dtype: str
+  dtype: str
+  remat: bool                  # config.model.remat
+  scan_layers: bool
+  rows_per_device: int
+  micro_batch_size: int
+  seq_len: int
+  response_len: int
+  params: int
+  reference: int
+  gradients: int
+  optimizer: int
+  activations_remat: int
+  activations_no_remat: int
+
+  def total(self, remat: bool) -> int:
+    return (self.params + self.reference + self.gradients + self.optimizer
+            + (self.activations_remat if remat else self.activations_no_remat))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgePlan:
+  """Per-device bytes of the judge on its serving group (module docstring)."""
+
+  name: str
+  source: str
+  model_type: str
+  num_params: int
+  tensor_parallel: int
+  concurrent: int
+  context_tokens: int
+  weights: int
+  kv_cache: int
+
+  @property
+  def total(self) -> int:
+    return self.weights + self.kv_cache
+
+
+# ---- the policy
+
+
+def abstract_mesh(mesh_section: Any) -> AbstractMesh:
+  """config.rl.mesh as a device-free mesh; every axis must be sized (no -1)."""
+  m = MeshConfig.from_config(mesh_section)
+  if -1 in m.sizes.values():
+    raise ConfigError(f"config.rl.mesh = {m.sizes}: the plan needs every axis sized (no -1), "
+                      "e.g. --config.rl.mesh.fsdp=8")
+  return AbstractMesh(tuple(m.sizes[a] for a in MESH_AXES), MESH_AXES)
+
+
+def device_bytes(tree: Any, shardings: Any) -> int:
+  """Bytes one device holds of an abstract pytree placed by a matching tree of shardings."""
+  sizes = jax.tree.map(lambda x, s: math.prod(s.shard_shape(x.shape)) * x.dtype.itemsize,
+                       tree, shardings)
+  return sum(jax.tree.leaves(sizes))
+
+
+def _residual_bytes(loss, params: Any, batch: RLBatch) -> int:
+  """Bytes of the residuals jax.vjp keeps for d loss / d params, arguments excluded."""
+
+  def vjp(p, b):
+    return jax.vjp(lambda q: loss(q, b), p)
+
+  closed, shapes = jax.make_jaxpr(vjp, return_shape=True)(params, batch)
+  jaxpr = closed.jaxpr
+  n = len(jax.tree.leaves(shapes[1]))
+  args = set(jaxpr.invars)
+  saved = {v for v in jaxpr.outvars[len(jaxpr.outvars) - n:]
+           if isinstance(v, jax_core.Var) and v not in args}   # literals hold no buffer
+  return sum(v.aval.size * v.aval.dtype.itemsize for v in saved)
+
+
+def _abstract_batch(rows: int, seq_len: int, response_len: int) -> RLBatch:
+  def s(shape, dtype):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+  return RLBatch(tokens=s((rows, seq_len), jnp.int32), positions=s((rows, seq_len), jnp.int32),
+                 attention_mask=s((rows, seq_len), bool),
+                 loss_mask=s((rows, response_len), jnp.float32), old_logprobs=None,
+                 ref_logprobs=None, advantages=s((rows,), jnp.float32),
+                 task_weight=s((rows,), jnp.float32), group_id=s((rows,), jnp.int32))
+
+
+@functools.cache
+def _split_abstract(cfg: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
+  # Each variant is traced at two batch sizes and the plan's own is the remat one: build once.
+  return nnx.split(abstract_model(cfg))
+
+
+def saved_bytes(cfg: ModelConfig, seq_len: int, response_len: int,
+                step: StepConfig) -> tuple[int, int]:
+  """(per-row activation bytes, weight-copy bytes) autodiff saves for the trainer's log-prob
+  function of `cfg` (module docstring: S_row, S_weights)."""
+  graphdef, params = _split_abstract(cfg)
+  forward = decoder_forward(graphdef)
+
+  def loss(p, batch):
+    return response_logprobs(forward, p, batch, chunk=step.logprob_chunk,
+                             temperature=step.temperature)[0].sum()
+
+  one, two = (_residual_bytes(loss, params, _abstract_batch(r, seq_len, response_len))
+              for r in (1, 2))
+  return two - one, 2 * one - two
+
+
+def _one_layer(cfg: ModelConfig, layer_type: str) -> ModelConfig:
+  return cfg.replace(num_layers=1, layer_types=(layer_type,), scan_layers=False)
+
+
+def activation_bytes(cfg: ModelConfig, *, rows: int, seq_len: int, response_len: int,
+                     step: StepConfig, weight_fraction: float) -> tuple[int, int]:
+  """(with remat, without remat) activation bytes per device (module docstring)."""
+
+  def on_device(cfg_):
+    per_row, weights = saved_bytes(cfg_, seq_len, response_len, step)
+    return rows * per_row + round(weights * weight_fraction)
+
+  recompute = max(on_device(_one_layer(cfg, t).replace(remat=False))
+                  - on_device(_one_layer(cfg, t).replace(remat=True))
+                  for t in set(cfg.layer_types))
+  chunk = (_LOGIT_CHUNK_COPIES * rows * min(step.logprob_chunk, response_len) * cfg.vocab_size
+           * 4)
+  return (on_device(cfg.replace(remat=True)) + recompute + chunk,
+          on_device(cfg.replace(remat=False)) + chunk)
+
+
+def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
+                source: str = "") -> PolicyPlan:
+  """The policy's per-device plan: `arch` trained as `config` (a whole config tree) says."""
+  model = ModelSettings.from_config(config.model, check=False)
+  cfg = arch.replace(dtype=model.dtype, param_dtype=model.param_dtype, remat=model.remat)
+  mesh = abstract_mesh(config.rl.mesh)
+  rollout = RolloutConfig.from_config(config.rollout, check=False)
+  step = StepConfig.from_config(config.rl)
+  response_len = rollout.max_new_tokens
+  seq_len = max(rollout.prompt_buckets) + response_len
+  batch_rows = int(config.rl.tasks_per_step) * rollout.num_samples
+  micro = step.micro_batch_size or batch_rows
+  shards = mesh.shape["data"] * mesh.shape["fsdp"]
+  if micro % shards:
+    raise ConfigError(f"config.rl.micro_batch_size = {micro} does not split over the mesh's "
+                      f"data x fsdp = {shards} devices")
+  _, params = _split_abstract(cfg)
+  tx = make_optimizer(config.rl)
+  with_ref = float(config.rl.beta) > 0
+  state = jax.eval_shape(lambda p: create_train_state(p, tx, p if with_ref else None), params)
+  placed = rl_mesh.state_shardings(params, tx, mesh, with_ref=with_ref)
+  param_bytes = device_bytes(state.params, placed.params)
+  total_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state.params))
+  elements = param_bytes // jnp.dtype(cfg.param_dtype).itemsize
+  remat, no_remat = activation_bytes(cfg, rows=micro // shards, seq_len=seq_len,
+                                     response_len=response_len, step=step,
+                                     weight_fraction=param_bytes / total_bytes)
+  return PolicyPlan(
+      name=name, source=source, family=cfg.family,
+      num_params=sum(x.size for x in jax.tree.leaves(state.params)),
+      mesh=dict(mesh.shape), param_dtype=cfg.param_dtype, dtype=cfg.dtype, remat=cfg.remat,
+      scan_layers=cfg.scan_layers, rows_per_device=micro // shards, micro_batch_size=micro,
+      seq_len=seq_len, response_len=response_len, params=param_bytes,
+      reference=device_bytes(state.ref_params, placed.ref_params) if with_ref else 0,
+      gradients=elements * 4 + param_bytes,   # the float32 sum + one micro-batch's gradient
+      optimizer=device_bytes(state.opt_state, placed.opt_state),
+      activations_remat=remat, activations_no_remat=no_remat)
+
+
+# ---- the judge
+
+
+def judge_plan(hf_config: Mapping[str, Any], *, tensor_parallel: int, concurrent: int,
+               context_tokens: int, name: str = "judge", source: str = "") -> JudgePlan:
+  """The judge's per-device plan on `tensor_parallel` devices (module docstring)."""
+  # pylint: disable=g-import-not-at-top
+  import torch
+  import transformers
+  # pylint: enable=g-import-not-at-top
+  hf = dict(hf_config.get("text_config") or hf_config)
+  hf_cfg = transformers.AutoConfig.for_model(hf.pop("model_type"), **hf)
+  with torch.device("meta"):
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg)
+  decoder = model.get_decoder()
+  heads = {}   # layer index -> (KV heads, head dim)
+  for i, layer in enumerate(decoder.layers):
+    attn = layer.self_attn
+    heads[i] = (attn.k_proj.out_features // attn.head_dim, attn.head_dim)
+  per_device = {i: -(-k // tensor_parallel) for i, (k, _) in heads.items()}
+  weights = 0
+  for pname, p in model.named_parameters():
+    parts = pname.split(".")
+    split = tensor_parallel
+    if p.ndim < 2:
+      split = 1
+    elif parts[-2] in ("k_proj", "v_proj"):
+      i = int(parts[parts.index("layers") + 1])
+      split = heads[i][0] // per_device[i]
+    weights += p.numel() * _SERVING_BYTES // split
+  window = getattr(hf_cfg, "sliding_window", None) or context_tokens
+  types = getattr(hf_cfg, "layer_types", None) or ["full_attention"] * len(heads)
+  tokens = {i: min(context_tokens, window) if types[i] == "sliding_attention" else context_tokens
+            for i in heads}
+  # K and V per layer (Gemma 4's attention_k_eq_v layers still cache both: K is normed and
+  # rotated, V is not).
+  kv_cache = concurrent * sum(tokens[i] * 2 * per_device[i] * heads[i][1] * _SERVING_BYTES
+                              for i in heads)
+  return JudgePlan(name=name, source=source, model_type=hf_cfg.model_type,
+                   num_params=sum(p.numel() for p in model.parameters()),
+                   tensor_parallel=tensor_parallel, concurrent=concurrent,
+                   context_tokens=context_tokens, weights=weights, kv_cache=kv_cache)
+
+
+# ---- from a config file
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """The policy's plan and the judge's (None, with the reason in `judge_note`)."""
+
+  policy: PolicyPlan
+  judge: JudgePlan | None
+  judge_note: str = ""
+
+  def to_json(self) -> dict[str, Any]:
+    out = {"device_bytes": H100_BYTES, "judge_note": self.judge_note,
+           "policy": {**dataclasses.asdict(self.policy),
+                      "total_remat": self.policy.total(True),
+                      "total_no_remat": self.policy.total(False)},
+           "judge": None}
+    if self.judge is not None:
+      out["judge"] = {**dataclasses.asdict(self.judge), "total": self.judge.total}
+    return out
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+  """A HF config.json (the file or its directory) as a dict."""
+  path = os.path.join(path, "config.json") if os.path.isdir(path) else path
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
+
+
+def policy_architecture(config: Any, constants: Mapping[str, Any],
+                        policy_config: str = "") -> tuple[ModelConfig, str]:
+  """(architecture, where it came from), in the module docstring's order."""
+  m = ModelSettings.from_config(config.model, check=False)
+  hf_json = os.path.join(os.path.expanduser(m.path), "config.json")
+  if policy_config:
+    return ModelConfig.from_hf(read_hf_config(policy_config)), policy_config
+  if m.source == "hf" and os.path.isfile(hf_json):
+    return ModelConfig.from_hf(hf_json), hf_json
+  if m.source == "tiny":
+    return ModelConfig.tiny(m.family), f"ModelConfig.tiny({m.family!r})"
+  if "POLICY_HF_CONFIG" in constants:
+    return (ModelConfig.from_hf(constants["POLICY_HF_CONFIG"]),
+            "the config file's POLICY_HF_CONFIG")
+  raise ConfigError(f"config.model (source {m.source!r}, path {m.path!r}): no architecture "
+                    "to plan; pass --policy_config=CONFIG_JSON")
+
+
+def plan_from_config(config: Any, constants: Mapping[str, Any], *, policy_config: str = "",
+                     judge_config: str = "") -> Plan:
+  """The plan of a config tree; `constants` are its file's module-level names."""
+  arch, source = policy_architecture(config, constants, policy_config)
+  name = os.path.basename(os.path.normpath(config.model.path)) if (
+      config.model.source == "hf" and config.model.path) else config.model.source
+  policy = policy_plan(arch, config, name=name, source=source)
+  judge_hf = read_hf_config(judge_config) if judge_config else constants.get("JUDGE_HF_CONFIG")
+  if judge_hf is None:
+    return Plan(policy, None, "not planned: no judge architecture (JUDGE_HF_CONFIG in the "
+                              "config file, or --judge_config)")
+  serving = constants.get("JUDGE_SERVING")
+  if serving is None:
+    raise ConfigError("the judge's serving group is unknown: set JUDGE_SERVING = "
+                      "{'tensor_parallel': N, 'context_tokens': T} in the config file")
+  j = config.judge
+  note = (f"served by an external endpoint (config.judge.llm_backend = {j.llm_backend!r}: "
+          "vLLM / SGLang / JetStream), not this repo's engine")
+  judge = judge_plan(judge_hf, tensor_parallel=int(serving["tensor_parallel"]),
+                     concurrent=int(j.max_concurrency),
+                     context_tokens=int(serving["context_tokens"]),
+                     name=j.openai.model or "judge",
+                     source=judge_config or "the config file's JUDGE_HF_CONFIG")
+  return Plan(policy, judge, note)
+
+
+def _row(label: str, *values: int) -> str:
+  return f"  {label:<34}" + " ".join(f"{v / GIB:10.2f}" for v in values)
+
+
+def _share_row(*values: int) -> str:
+  label = f"of an H100 ({H100_BYTES / GIB:.1f} GiB)"
+  return f"  {label:<34}" + " ".join(f"{100 * v / H100_BYTES:9.0f}%" for v in values)
+
+
+def format_plan(plan: Plan) -> str:
+  """The plan as the table `python -m harnessrl_jax.models.plan` prints."""
+  p = plan.policy
+  mesh = " x ".join(f"{a} {s}" for a, s in p.mesh.items())
+  lines = [
+      f"Policy  {p.name} ({p.family}, {p.num_params / 1e9:.2f} B parameters; architecture: "
+      f"{p.source})",
+      f"  mesh {mesh} = {math.prod(p.mesh.values())} devices; parameters {p.param_dtype}, "
+      f"activations {p.dtype}",
+      f"  micro-batch {p.micro_batch_size} sequences x {p.seq_len} tokens (largest prompt "
+      f"bucket + {p.response_len} response) = {p.rows_per_device} per device",
+      "",
+      f"  {'per device (GiB)':<34}{'remat':>10} {'no remat':>10}",
+      _row("parameters", p.params, p.params),
+      _row("reference parameters (beta > 0)", p.reference, p.reference),
+      _row("gradients (f32 sum + micro-batch)", p.gradients, p.gradients),
+      _row("optimiser state (AdamW)", p.optimizer, p.optimizer),
+      _row("activations (estimate)", p.activations_remat, p.activations_no_remat),
+      _row("total", p.total(True), p.total(False)),
+      _share_row(p.total(True), p.total(False)),
+      f"  config.model.remat = {p.remat}: the run is the "
+      f"{'remat' if p.remat else 'no remat'} column",
+  ]
+  if not p.scan_layers:
+    lines += ["  unscanned layers: XLA:CPU compiles this step to the no-remat memory whether or",
+              "  not remat is on; check the remat column on the accelerator"]
+  lines.append("")
+  j = plan.judge
+  if j is None:
+    return "\n".join(lines + [f"Judge  {plan.judge_note}"])
+  lines += [
+      f"Judge  {j.name} ({j.model_type}, {j.num_params / 1e9:.2f} B parameters, text decoder; "
+      f"architecture: {j.source})",
+      f"  {plan.judge_note}",
+      f"  tensor-parallel over {j.tensor_parallel} devices; KV cache for {j.concurrent} "
+      f"sequences x {j.context_tokens} tokens",
+      "",
+      "  per device (GiB)",
+      _row("weights (bfloat16)", j.weights),
+      _row("KV cache (bfloat16)", j.kv_cache),
+      _row("total", j.total),
+      _share_row(j.total),
+  ]
+  return "\n".join(lines)
+
+
+# ---- the command
+
+
+def define_flags():
+  """Flags exist only when this module runs as the program (train.py defines --config too)."""
+  return (config_flags.DEFINE_config_file(
+              "config", None, "The experiment's config file, e.g. configs/paper.py."),
+          flags.DEFINE_string("policy_config", "", "A HF config.json (or its directory) "
+                              "for the policy's architecture."),
+          flags.DEFINE_string("judge_config", "", "A HF config.json (or its directory) for "
+                              "the judge's architecture."),
+          flags.DEFINE_string("json", "", "Also write the plan as JSON to this path."))
+
+
+def main(argv, defined) -> None:
+  """Prints the plan of --config; cli.run makes a ConfigError one line."""
+  del argv
+  config, policy_config, judge_config, json_path = defined
+  path = config_flags.get_config_filename(flags.FLAGS["config"]).split(":", 1)[0]
+  plan = plan_from_config(config.value, runpy.run_path(path),
+                          policy_config=policy_config.value, judge_config=judge_config.value)
+  print(format_plan(plan))
+  if json_path.value:
+    with open(json_path.value, "w", encoding="utf-8") as f:
+      json.dump(plan.to_json(), f, indent=1)
+
+
+if __name__ == "__main__":
+  _DEFINED = define_flags()
+  flags.mark_flags_as_required(["config"])
+  cli.run(lambda argv: main(argv, _DEFINED))
