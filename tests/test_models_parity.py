@@ -25,7 +25,7 @@ def tol(cfg) -> float:
   return TOL_QWEN3_5 if cfg.family == "qwen3_5" else TOL
 
 
-def _hf_config(family: str, tie: bool, rope_scaling=None, softcap=None):
+def _hf_config(family: str, tie: bool, rope_scaling=None, softcap=None, layer_types=None):
   common = dict(vocab_size=264, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                 rms_norm_eps=1e-5, tie_word_embeddings=tie, bos_token_id=257, eos_token_id=258)
@@ -45,8 +45,8 @@ def _hf_config(family: str, tie: bool, rope_scaling=None, softcap=None):
     # Linear, linear, full, linear (HF's default puts full attention every 4th layer);
     # 4 value heads over 2 key heads, dk != dv, a quarter of each head rotated.
     common.update(num_hidden_layers=4, head_dim=16,
-                  layer_types=["linear_attention", "linear_attention", "full_attention",
-                               "linear_attention"])
+                  layer_types=layer_types or ["linear_attention", "linear_attention",
+                                              "full_attention", "linear_attention"])
     return transformers.Qwen3_5TextConfig(
         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
         linear_value_head_dim=12, linear_conv_kernel_dim=4,
@@ -89,6 +89,10 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
 CASES = {
     "gemma3": ("gemma3", True, None, {}),
     "qwen3_5": ("qwen3_5", False, None, {}),
+    "qwen3_5_unscanned": ("qwen3_5", False, None, {"scan_layers": False}),
+    # A repeating pattern: the scan runs 2 repeats of (linear, full) with their states.
+    "qwen3_5_two_groups": ("qwen3_5", True, None, {}, None,
+                           ["linear_attention", "full_attention"] * 2),
     "qwen3_5_tied": ("qwen3_5", True, None, {}),
     "gemma3_unscanned": ("gemma3", True, None, {"scan_layers": False}),
     # Gemma 3 4B+ scale global RoPE linearly; soft-capped final logits. (transformers' Gemma 3
@@ -106,8 +110,8 @@ CASES = {
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def pair(request, tmp_path_factory):
-  family, tie, rope_scaling, overrides, *softcap = CASES[request.param]
-  hf_cfg = _hf_config(family, tie, rope_scaling, *softcap)
+  family, tie, rope_scaling, overrides, *extra = CASES[request.param]
+  hf_cfg = _hf_config(family, tie, rope_scaling, *extra)
   hf_cfg._attn_implementation = "eager"
   torch.manual_seed(0)
   ref = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager")
@@ -120,6 +124,8 @@ def pair(request, tmp_path_factory):
   ours, cfg = hf_io.load_hf_dir(path, **overrides)
   assert cfg.family == family and cfg.tie_word_embeddings == tie
   assert (cfg.rope_scaling is not None) == (rope_scaling is not None)
+  if request.param == "qwen3_5_two_groups":
+    assert cfg.scan_group == ("linear_attention", "full_attention") and len(ours.layers) == 2
   return ref, ours, cfg
 
 

@@ -17,8 +17,8 @@ under `jax.jit`). Families:
            `partial_rotary_factor` of each head, and norms centred on 1 (x * (1 + w), cast after,
            as Gemma's). Text positions only: M-RoPE with equal t/h/w positions is plain RoPE.
 `layer_types` names each block's mixer. Sliding and full attention share one parameter
-structure, so such stacks still scan; linear attention has its own parameters, so stacks with
-it run as a list of blocks (`scan_layers=False`, which `from_hf` sets for them).
+structure, so such stacks scan as one stacked block; stacks with linear attention scan over
+repeats of their layer pattern (`scan_group`: one stacked block per position in it).
 """
 
 from __future__ import annotations
@@ -123,9 +123,6 @@ class ModelConfig:
     for t in self.layer_types:
       if t not in LAYER_TYPES:
         raise ConfigError(f"model config: layer type {t!r} is not supported; have {LAYER_TYPES}")
-    if self.scan_layers and not set(self.layer_types) <= set(ATTENTION_TYPES):
-      raise ConfigError("model config: scan_layers=True needs attention layers only (one "
-                        "block structure); set scan_layers=False for linear_attention stacks")
     if "linear_attention" in self.layer_types:
       heads = (self.linear_num_key_heads, self.linear_num_value_heads,
                self.linear_key_head_dim, self.linear_value_head_dim,
@@ -171,6 +168,18 @@ class ModelConfig:
   def attention_layers(self) -> tuple[int, ...]:
     """Indices of the layers with a KV cache (every layer but linear_attention ones)."""
     return tuple(i for i, t in enumerate(self.layer_types) if t != "linear_attention")
+
+  @property
+  def scan_group(self) -> tuple[str, ...]:
+    """The layer types one step of the layer scan runs: () when every layer is an attention
+    layer (one stacked block; mixed window types pick masks per layer), else the shortest
+    pattern whose repeats make `layer_types` (Qwen3.5: 3 linear + 1 full; at worst the whole
+    stack, one step)."""
+    if set(self.layer_types) <= set(ATTENTION_TYPES):
+      return ()
+    n = len(self.layer_types)
+    return next(self.layer_types[:p] for p in range(1, n + 1)
+                if n % p == 0 and self.layer_types == self.layer_types[:p] * (n // p))
 
   @property
   def ring_layers(self) -> tuple[int, ...]:
@@ -273,7 +282,7 @@ class ModelConfig:
           else "linear_attention" for i in range(layers)])
       rope = c.get("rope_parameters") or {}
       fields = dict(
-          layer_types=layer_types, scan_layers="linear_attention" not in layer_types,
+          layer_types=layer_types,
           partial_rotary_factor=float(rope.get("partial_rotary_factor",
                                                c.get("partial_rotary_factor", 0.25))),
           attn_output_gate=True,
@@ -375,7 +384,7 @@ class ModelConfig:
       # Linear, linear, full: both mixers and a cache that holds both kinds of state.
       fields.update(num_layers=3, layer_types=("linear_attention", "linear_attention",
                                                "full_attention"),
-                    scan_layers=False, partial_rotary_factor=0.25, attn_output_gate=True,
+                    partial_rotary_factor=0.25, attn_output_gate=True,
                     linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
                     linear_value_head_dim=12, linear_conv_kernel_dim=4)
     fields.update(overrides)

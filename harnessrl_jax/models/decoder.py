@@ -37,13 +37,13 @@ def _run_block(graphdef, state, x, cos, sin, allowed, kv):
   return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv)
 
 
-def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> Block:
-  """One Block whose every parameter has a leading [num_layers] axis (logical 'layers')."""
+def _stacked_blocks(cfg: ModelConfig, layer_type: str, count: int, rngs: nnx.Rngs) -> Block:
+  """One Block whose every parameter has a leading [count] axis (logical 'layers')."""
 
-  @nnx.split_rngs(splits=cfg.num_layers)
+  @nnx.split_rngs(splits=count)
   @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
   def make(rngs):
-    return Block(cfg, cfg.layer_types[0], rngs=rngs)
+    return Block(cfg, layer_type, rngs=rngs)
 
   return make(rngs)
 
@@ -67,7 +67,10 @@ class Decoder(nnx.Module):
   """Token embedding, `num_layers` pre-norm blocks, final RMSNorm, (tied) unembedding.
 
   With `cfg.scan_layers` the blocks are one stacked Block run by `lax.scan` (the KV cache
-  rides in the scan carry and is updated in place); otherwise an `nnx.List` of blocks.
+  rides in the scan carry and is updated in place), or, for stacks with linear attention,
+  one stacked Block per position of `cfg.scan_group`, scanned over the pattern's repeats (so
+  remat and compile time work per group as for uniform stacks; each group's linear states
+  are scanned inputs and outputs); otherwise an `nnx.List` of blocks.
   """
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
@@ -75,8 +78,11 @@ class Decoder(nnx.Module):
     pdt = jnp.dtype(cfg.param_dtype)
     self.embed_tokens = layers.param(rngs, (cfg.vocab_size, cfg.hidden_size),
                                      ("vocab", "embed"), pdt, "normal")
-    if cfg.scan_layers:
-      self.layers = _stacked_blocks(cfg, rngs)
+    if cfg.scan_layers and cfg.scan_group:
+      repeats = cfg.num_layers // len(cfg.scan_group)
+      self.layers = nnx.List([_stacked_blocks(cfg, t, repeats, rngs) for t in cfg.scan_group])
+    elif cfg.scan_layers:
+      self.layers = _stacked_blocks(cfg, cfg.layer_types[0], cfg.num_layers, rngs)
     else:
       self.layers = nnx.List([Block(cfg, t, rngs=rngs) for t in cfg.layer_types])
     self.norm = layers.RMSNorm(cfg.hidden_size, cfg)
@@ -98,10 +104,24 @@ class Decoder(nnx.Module):
     materialises each slice before its matmul, i.e. copies every weight once per token.
     Slice once per rollout and pass the list as `layer_params=`.
     """
-    if not self.cfg.scan_layers:
+    cfg = self.cfg
+    if not cfg.scan_layers:
       return None
+    if cfg.scan_group:
+      period = len(cfg.scan_group)
+      stacks = [nnx.state(m) for m in self.layers]
+      return [jax.tree.map(lambda a, i=i: a[i // period], stacks[i % period])
+              for i in range(cfg.num_layers)]
     stacked = nnx.state(self.layers)
-    return [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(self.cfg.num_layers)]
+    return [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(cfg.num_layers)]
+
+  def _layer_graphdefs(self) -> list[nnx.GraphDef]:
+    """Per layer, the graphdef its `layer_states()` entry merges with."""
+    cfg = self.cfg
+    if cfg.scan_group:
+      graphdefs = [nnx.graphdef(m) for m in self.layers]
+      return [graphdefs[i % len(graphdefs)] for i in range(cfg.num_layers)]
+    return [nnx.graphdef(self.layers)] * cfg.num_layers
 
   def _forward(self, tokens, positions, attention_mask, cache: KVCache | DecodeCache | None,
                layer_params: list[nnx.State] | None = None):
@@ -147,8 +167,7 @@ class Decoder(nnx.Module):
       layer_params = self.layer_states()   # ring and full layers read different caches
     if layer_params is not None or not cfg.scan_layers:
       if layer_params is not None:
-        graphdef = nnx.graphdef(self.layers)
-        blocks = [(graphdef, state) for state in layer_params]
+        blocks = list(zip(self._layer_graphdefs(), layer_params))
       else:
         blocks = [nnx.split(block) for block in self.layers]
       # Each kind of cache is indexed by its own layers: KV (full), ring, linear state.
@@ -170,6 +189,9 @@ class Decoder(nnx.Module):
           if new_kv is not None:
             k_cache, v_cache = new_kv
           n_full += 1
+    elif cfg.scan_group:
+      x, k_cache, v_cache, linear = self._scan_groups(x, inputs, run, k_cache, v_cache, linear,
+                                                      index, decode)
     else:
       graphdef, stacked = nnx.split(self.layers)
       # Mixed attention types share the stacked weights; each layer picks its mask and RoPE
@@ -195,6 +217,43 @@ class Decoder(nnx.Module):
       return h, None
     return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t,
                             linear=tuple(linear), ring_k=ring_k, ring_v=ring_v)
+
+  def _scan_groups(self, x, inputs, run, k_cache, v_cache, linear, index, decode):
+    """The layers as a scan over repeats of `cfg.scan_group` (see the class docstring)."""
+    cfg = self.cfg
+    group = cfg.scan_group
+    graphdefs, stacks = zip(*(nnx.split(m) for m in self.layers))
+    per_group = sum(t != "linear_attention" for t in group)   # KV layers per repeat
+    n_lin = len(group) - per_group
+    # Linear states by position in the pattern, stacked over repeats.
+    lin_in = None if linear is None else tuple(
+        jax.tree.map(lambda *a: jnp.stack(a), *linear[i::n_lin]) for i in range(n_lin))
+
+    def body(carry, xs):
+      x, k_cache, v_cache, repeat = carry
+      states, lin_states = xs
+      new_lin, n_attn = [], 0
+      for j, layer_type in enumerate(group):
+        if layer_type == "linear_attention":
+          layer_cache = None if lin_states is None else lin_states[len(new_lin)]
+          x, new_state = run(graphdefs[j], states[j], x, *inputs[layer_type], layer_cache)
+          new_lin.append(new_state)
+          continue
+        kv = None if k_cache is None else (k_cache, v_cache, repeat * per_group + n_attn,
+                                           index, decode, False)
+        x, new_kv = run(graphdefs[j], states[j], x, *inputs[layer_type], kv)
+        if new_kv is not None:
+          k_cache, v_cache = new_kv
+        n_attn += 1
+      return (x, k_cache, v_cache, repeat + 1), (None if lin_states is None else tuple(new_lin))
+
+    (x, k_cache, v_cache, _), lin_out = jax.lax.scan(
+        body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), (tuple(stacks), lin_in))
+    if linear is not None:
+      repeats = cfg.num_layers // len(group)
+      linear = [jax.tree.map(lambda a, r=r: a[r], lin_out[i])
+                for r in range(repeats) for i in range(n_lin)]
+    return x, k_cache, v_cache, linear
 
   def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
     """[B,T,D] final-norm outputs (activation dtype), no cache."""

@@ -81,6 +81,11 @@ def text_tensors(tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _entries(path: tuple, cfg: ModelConfig) -> tuple[list[tuple[str, str]], bool]:
   """(HF (name, layout) of each slice of one parameter, whether it stacks layers)."""
+  if cfg.scan_layers and path[0] == "layers" and cfg.scan_group:
+    # layers/<position in the pattern>/...: one slice per repeat of the pattern.
+    period, position = len(cfg.scan_group), int(path[1])
+    return [hf_name(("layers", r * period + position) + path[2:])
+            for r in range(cfg.num_layers // period)], True
   if cfg.scan_layers and path[0] == "layers":
     return [hf_name(("layers", i) + path[1:]) for i in range(cfg.num_layers)], True
   return [hf_name(path)], False
