@@ -5,15 +5,22 @@ Decode state: one KV cache of `slots` rows and M = max_prefill_length + max_deco
 cache slots, with a single write index g shared by all rows (the decoder's cache contract).
 Each row keeps its tokens right-aligned, ending at g; positions are explicit per row, and K is
 cached after RoPE, so where a token sits in the cache does not matter, only its mask bit.
+Hybrid stacks (qwen3_5) keep KV for their attention layers only; each linear_attention layer
+carries a constant-size state per row (cache.linear, kv_cache.py) instead of slots.
   prefill: runs the prompt minus its last token (left-padded to JetStream's length bucket),
            keeping the last token to feed first: exactly what the rollout engine does, so
            greedy output equals the local judge's.
   insert:  writes the prefix's window into [g - W, g) of the slot's row and clears the
-           rest of the row's mask (the invariant g >= max_prefill_length makes room).
-  generate: feeds every row's pending token at g (greedy argmax), g += 1.
+           rest of the row's mask (the invariant g >= max_prefill_length makes room); the
+           prefix's linear states replace the row's, so a reused slot keeps nothing of the
+           request it held before.
+  generate: feeds every row's pending token at g (greedy argmax), g += 1; the decoder
+           advances every row's linear states by that token.
 When g reaches M the cache is compacted: every row is shifted left so that the longest
-live row still fits. A live row that would outgrow M is ended (its token marked invalid,
-which JetStream reads as "complete"), as is a prompt longer than max_prefill_length.
+live row still fits. Only slots move: a linear state summarises its row's tokens wherever
+they sit, so compaction leaves it alone. A live row that would outgrow M is ended (its
+token marked invalid, which JetStream reads as "complete"), as is a prompt longer than
+max_prefill_length; this holds for hybrid stacks too (their attention layers need the slots).
 
 Token protocol with JetStream 0.2.2: the orchestrator prepends `bos_id` to every prompt
 (`token_utils.pad_tokens(is_bos=True)`); our chat templates already produce complete id
@@ -37,7 +44,7 @@ from flax import nnx
 from jetstream.engine import engine_api, token_utils, tokenizer_api, tokenizer_pb2
 
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.models.kv_cache import KVCache, init_cache
+from harnessrl_jax.models.kv_cache import KVCache, init_cache, map_rows
 
 # JetStream's prefill buckets: max_prefill_length must be one of them (token_utils).
 PREFILL_BUCKETS = tuple(16 * 2 ** i for i in range(12))
@@ -48,7 +55,8 @@ class DecodeState:
   """Slots of the generate loop. Device arrays plus a host mirror of the bookkeeping that
   decides compaction (so no step waits on the device for it)."""
 
-  cache: KVCache         # k, v [L, S, M, KV, Dh]; mask [S, M]; index = g
+  cache: KVCache         # k, v [attention layers, S, M, KV, Dh]; mask [S, M]; index = g;
+                         # linear: per linear layer, states with a leading [S] axis
   tokens: jax.Array      # [S] int32, the token each row feeds next
   positions: jax.Array   # [S] int32, its position id
   generated: jax.Array   # [S] int32, tokens emitted so far
@@ -96,19 +104,27 @@ class EngineTokenizer(tokenizer_api.Tokenizer):
     return set(self._stop)
 
 
+def _only_row(cache: KVCache) -> KVCache:
+  """A one-row cache without its batch axis: k, v [attention layers, W, KV, Dh], mask [W],
+  linear states without their leading [1]."""
+  return map_rows(cache, lambda x, axis: jnp.take(x, 0, axis=axis))
+
+
 @functools.partial(jax.jit, static_argnums=0)
-def _prefill(graphdef, params, tokens, mask):
-  """Prefix of one left-padded context: K/V [L, W, KV, Dh] and mask [W]."""
+def _prefill(graphdef, params, tokens, mask) -> KVCache:
+  """The cache row of one left-padded context (`_only_row`); left padding leaves the linear
+  states exactly those of the unpadded context (linear_attention.py)."""
   model = nnx.merge(graphdef, params)
   positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
   cache = init_cache(model.cfg, 1, tokens.shape[1])
   _, cache = model(tokens, positions, mask, cache)
-  return cache.k[:, 0], cache.v[:, 0], cache.mask[0]
+  return _only_row(cache)
 
 
 @jax.jit
 def _insert(state_arrays, prefix, slot, g):
-  """Writes a prefix into row `slot`, window [g - W, g)."""
+  """Writes a prefix into row `slot`: KV into window [g - W, g), its linear states over the
+  row's (whatever the slot's previous request left there)."""
   cache, tokens, positions, generated, live = state_arrays
   width = prefix["mask"].shape[0]
   start = g - width
@@ -118,7 +134,9 @@ def _insert(state_arrays, prefix, slot, g):
   k = jax.lax.dynamic_update_slice(cache.k, prefix["k"][:, None], (zero, slot, start, zero, zero))
   v = jax.lax.dynamic_update_slice(cache.v, prefix["v"][:, None], (zero, slot, start, zero, zero))
   mask = jax.lax.dynamic_update_slice(cache.mask, row_mask, (slot, zero))
-  cache = cache.replace(k=k, v=v, mask=mask)
+  linear = jax.tree.map(lambda rows, row: rows.at[slot].set(row), cache.linear,
+                        prefix["linear"])
+  cache = cache.replace(k=k, v=v, mask=mask, linear=linear)
   return (cache, tokens.at[slot].set(prefix["token"]),
           positions.at[slot].set(prefix["position"]), generated.at[slot].set(0),
           live.at[slot].set(prefix["live"]))
@@ -144,7 +162,8 @@ def _generate(graphdef, params, state_arrays, stop_ids):
 
 @jax.jit
 def _compact(cache: KVCache, shift, keep):
-  """Moves every row's tokens `shift` slots to the left; the write index becomes `keep`."""
+  """Moves every row's tokens `shift` slots to the left; the write index becomes `keep`.
+  Linear states are per row, not per slot: they stay as they are."""
   roll = lambda x: jnp.roll(x, -shift, axis=2)
   slots = jnp.arange(cache.mask.shape[1])
   mask = jnp.roll(cache.mask, -shift, axis=1) & (slots < keep)[None]
@@ -215,15 +234,11 @@ class DecoderEngine(engine_api.Engine):
 
   def _prefix(self, tokens, mask, last: int, context_len: int, live: bool, params):
     if mask.any():
-      k, v, cache_mask = _prefill(self.graphdef, params, jnp.asarray(tokens[None]),
-                                  jnp.asarray(mask[None]))
-    else:  # nothing to attend to yet: an empty window
-      shape = (self.cfg.num_layers, tokens.shape[0], self.cfg.num_kv_heads, self.cfg.head_dim)
-      # Two buffers: JetStream deletes every prefix leaf after insert.
-      dtype = jnp.dtype(self.cfg.dtype)
-      k, v = jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)
-      cache_mask = jnp.zeros(tokens.shape, bool)
-    return {"k": k, "v": v, "mask": cache_mask,
+      row = _prefill(self.graphdef, params, jnp.asarray(tokens[None]), jnp.asarray(mask[None]))
+    else:  # nothing to attend to yet: an empty window and the linear layers' initial states
+      # Eager, so every leaf is a buffer of its own: JetStream deletes them after insert.
+      row = _only_row(init_cache(self.cfg, 1, tokens.shape[0]))
+    return {"k": row.k, "v": row.v, "mask": row.mask, "linear": row.linear,
             "token": jnp.asarray(last, jnp.int32),
             "position": jnp.asarray(context_len, jnp.int32),
             "live": jnp.asarray(live),
@@ -232,7 +247,8 @@ class DecoderEngine(engine_api.Engine):
   def insert(self, prefix, decode_state: DecodeState, slot: int) -> DecodeState:
     st = decode_state
     arrays = _insert(self._arrays(st), {k: prefix[k] for k in
-                                        ("k", "v", "mask", "token", "position", "live")},
+                                        ("k", "v", "mask", "linear", "token", "position",
+                                         "live")},
                      jnp.asarray(slot, jnp.int32), jnp.asarray(st.g, jnp.int32))
     row_len, row_live = st.row_len.copy(), st.row_live.copy()
     row_len[slot] = int(prefix["context_len"])
