@@ -90,11 +90,9 @@ CASES = {
     "gemma3": ("gemma3", True, None, {}),
     "qwen3_5": ("qwen3_5", False, None, {}),
     "qwen3_5_unscanned": ("qwen3_5", False, None, {"scan_layers": False}),
-    # A repeating pattern: the scan runs 2 repeats of (linear, full) with their states.
+    # A repeating pattern: the scan runs 2 repeats of (linear, full) with their states; tied.
     "qwen3_5_two_groups": ("qwen3_5", True, None, {}, None,
                            ["linear_attention", "full_attention"] * 2),
-    "qwen3_5_tied": ("qwen3_5", True, None, {}),
-    "gemma3_unscanned": ("gemma3", True, None, {"scan_layers": False}),
     # Gemma 3 4B+ scale global RoPE linearly; soft-capped final logits. (transformers' Gemma 3
     # ignores attn_logit_softcapping, set here too: so do we.)
     "gemma3_linear_rope_softcap": ("gemma3", True, LINEAR_ROPE, {}, 3.0),
