@@ -16,13 +16,10 @@ import importlib.util
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
-import portpicker
 import pytest
 import torch
 import transformers
@@ -46,8 +43,8 @@ from harnessrl_jax.rollout import engine
 from harnessrl_jax.rollout.sampling import SamplingParams
 from tests import test_evolver_fixtures as fx
 from test_rollout_hf_parity import assert_same_greedy  # tests/ is on sys.path under pytest
+from test_serving_jetstream import serve_process, wait_until_up
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_gemma = pytest.mark.skipif(
     importlib.util.find_spec(loading.GEMMA3_PACKAGE) is None,
     reason="needs the optional Gemma 3 270M packages (Gemma terms of use, "
@@ -284,25 +281,11 @@ def server(loaded, cache_dir):
   """The address of `python -m harnessrl_jax.serve --model=gemma3-270m` on loopback, loading
   the entry `loaded` converted; torn down after the module."""
   del loaded
-  port = portpicker.pick_unused_port()
   log_path = os.path.join(cache_dir, "server.log")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  with open(log_path, "w") as log:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harnessrl_jax.serve", "--model=gemma3-270m",
-         f"--cache_dir={cache_dir}", f"--port={port}", f"--max_prefill_length={PREFILL}",
-         f"--max_decode_length={DECODE}", f"--max_concurrent_decodes={SLOTS}"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-  try:
-    yield f"127.0.0.1:{port}", proc, log_path
-  finally:
-    proc.terminate()
-    try:
-      proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      proc.wait()
+  flags = ["--model=gemma3-270m", f"--cache_dir={cache_dir}", f"--max_prefill_length={PREFILL}",
+           f"--max_decode_length={DECODE}", f"--max_concurrent_decodes={SLOTS}"]
+  with serve_process(flags, log_path) as (address, proc):
+    yield address, proc, log_path
 
 
 def _config(address, cache_dir, backend, verdict="generate"):
@@ -321,15 +304,6 @@ def _config(address, cache_dir, backend, verdict="generate"):
   c.evolver.attributor = c.evolver.proposer = "llm"
   c.evolver.llm_max_tokens = ANSWER_TOKENS
   return c
-
-
-def _wait_until_up(client, proc, log_path):
-  deadline = time.time() + 120
-  while not client.health(timeout_s=1.0):
-    if proc.poll() is not None or time.time() > deadline:
-      with open(log_path) as f:
-        pytest.fail(f"server did not come up (exit {proc.poll()}):\n{f.read()[-3000:]}")
-    time.sleep(0.5)
 
 
 TASK = Task(id="t0", domain="writing", prompt=(Message("user", "Name a colour."),),
@@ -366,7 +340,7 @@ def test_judge_on_jetstream_and_local_backends(server, loaded, cache_dir):
     cfg = _config(address, cache_dir, backend)
     client = Recording(make_client(cfg.judge, loaded=loaded))
     if backend == "jetstream":
-      _wait_until_up(client.inner, proc, log_path)
+      wait_until_up(client.inner, proc, log_path, timeout_s=120)
     matrix = make_judge(cfg.judge, client=client).score([TASK], RESPONSES)
     figures[backend] = _check_text_verdicts(matrix, client.log)
     raws[backend] = matrix.raw
@@ -399,7 +373,7 @@ def test_evolver_llm_roles_through_jetstream(server, loaded, cache_dir):
   address, proc, log_path = server
   cfg = _config(address, cache_dir, "jetstream")
   client = Recording(make_client(cfg.judge, loaded=loaded))
-  _wait_until_up(client.inner, proc, log_path)
+  wait_until_up(client.inner, proc, log_path, timeout_s=120)
   ev = build_evolver(cfg, judge=make_judge(cfg.judge, client=client), client=client)
   h = from_tasks([fx.BLIND])
   group = fx.record([fx.BLIND], h, [fx.BLIND_RESPONSES], fx.judge())[0]

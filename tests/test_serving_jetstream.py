@@ -3,6 +3,7 @@ gRPC server) started here on 127.0.0.1 with a tiny random-weight model: health c
 round trips against a no-cache greedy reference, and judge calls through it that must equal
 the same model run in process (LocalClient through the rollout engine)."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -38,41 +39,56 @@ def scaled_tiny_model():
   return nnx.merge(graphdef, jax.tree.map(lambda x: x * 3.0, params))
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-  """(client, loaded model in process, port); the server process is torn down after."""
-  model_dir = str(tmp_path_factory.mktemp("tiny_judge"))
-  save_hf_dir(scaled_tiny_model(), model_dir, tokenizer=tiny_prompt_builder().tokenizer)
-  loaded = load_model({"source": "hf", "path": model_dir})
+@contextlib.contextmanager
+def serve_process(flags: list[str], log_path: str):
+  """`python -m harnessrl_jax.serve FLAGS --port=FREE` on loopback, its output in
+  `log_path`; yields (address, process) and terminates it after."""
   port = portpicker.pick_unused_port()
-  log_path = os.path.join(model_dir, "server.log")
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
   with open(log_path, "w") as log:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harnessrl_jax.serve", f"--model={model_dir}", f"--port={port}",
-         f"--max_prefill_length={PREFILL}", f"--max_decode_length={DECODE}",
-         f"--max_concurrent_decodes={SLOTS}"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-  client = JetStreamClient(f"127.0.0.1:{port}", loaded.prompt_builder,
-                           max_prompt_tokens=PREFILL, timeout_s=60,
-                           policy=RetryPolicy(retries=1, backoff_s=0.2), max_concurrency=8)
+    proc = subprocess.Popen([sys.executable, "-m", "harnessrl_jax.serve", *flags,
+                             f"--port={port}"],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
   try:
-    deadline = time.time() + 90
-    while not client.health(timeout_s=1.0):
-      if proc.poll() is not None or time.time() > deadline:
-        with open(log_path) as f:
-          pytest.fail(f"server did not come up (exit {proc.poll()}):\n{f.read()[-3000:]}")
-      time.sleep(0.3)
-    yield client, loaded, port
+    yield f"127.0.0.1:{port}", proc
   finally:
-    client.close()
     proc.terminate()
     try:
       proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
       proc.kill()
       proc.wait()
+
+
+def wait_until_up(client, proc, log_path: str, timeout_s: float) -> None:
+  """Polls the server's health check; fails the test with its log if it exits or times out."""
+  deadline = time.time() + timeout_s
+  while not client.health(timeout_s=1.0):
+    if proc.poll() is not None or time.time() > deadline:
+      with open(log_path) as f:
+        pytest.fail(f"server did not come up (exit {proc.poll()}):\n{f.read()[-3000:]}")
+    time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+  """(client, loaded model in process, port); the server process is torn down after."""
+  model_dir = str(tmp_path_factory.mktemp("tiny_judge"))
+  save_hf_dir(scaled_tiny_model(), model_dir, tokenizer=tiny_prompt_builder().tokenizer)
+  loaded = load_model({"source": "hf", "path": model_dir})
+  log_path = os.path.join(model_dir, "server.log")
+  flags = [f"--model={model_dir}", f"--max_prefill_length={PREFILL}",
+           f"--max_decode_length={DECODE}", f"--max_concurrent_decodes={SLOTS}"]
+  with serve_process(flags, log_path) as (address, proc):
+    client = JetStreamClient(address, loaded.prompt_builder, max_prompt_tokens=PREFILL,
+                             timeout_s=60, policy=RetryPolicy(retries=1, backoff_s=0.2),
+                             max_concurrency=8)
+    try:
+      wait_until_up(client, proc, log_path, timeout_s=90)
+      yield client, loaded, int(address.rsplit(":", 1)[1])
+    finally:
+      client.close()
 
 
 def reference_greedy(model, prompt_ids, max_tokens, stop_ids, width=128):
