@@ -117,7 +117,8 @@ def model_from_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray],
                           f"{cfg.family}, {cfg.num_layers} layers)")
       to_hf, from_hf = _LAYOUTS[layout]
       arr = np.asarray(tensors[name])
-      want = to_hf(np.empty(slice_shape, np.int8)).shape
+      # The HF shape of our slice, from a zero-stride view (no allocation).
+      want = to_hf(np.broadcast_to(np.int8(0), slice_shape)).shape
       if arr.shape != want:
         raise ConfigError(f"{where}: tensor {name!r} has shape {arr.shape}; the config "
                           f"implies {want}")
