@@ -46,7 +46,11 @@ class Linear(nnx.Module):
                  if bias else None)
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+    # As one 2-D matmul: XLA:CPU runs the kernel gradient of a [B, T, D] x [D, F] dot
+    # (a contraction over two dims) ~1.5x slower than the same dot on [B * T, D].
+    lead = x.shape[:-1]
+    y = jnp.dot(x.reshape(-1, x.shape[-1]).astype(self.dtype),
+                self.kernel[...].astype(self.dtype)).reshape(*lead, -1)
     if self.bias is not None:
       y = y + self.bias[...].astype(self.dtype)
     return y
