@@ -94,7 +94,8 @@ EXPERIMENT: frozenset[str] = frozenset({
     *_leaves("rl", "adam_b1 adam_b2 adam_eps advantage beta clip_eps_high clip_eps_low "
                    "eps_advantage kl_estimator learning_rate logprob_chunk loss_aggregation "
                    "lr_schedule max_grad_norm max_response_len micro_batch_size num_epochs "
-                   "prompt_pad_multiple tasks_per_step temperature total_steps warmup_steps weight_decay"),
+                   "prompt_pad_multiple share_prompts tasks_per_step temperature total_steps "
+                   "warmup_steps weight_decay"),
     *_leaves("rl.mesh", "data fsdp tensor"),
     *_leaves("harness", "guidance_caps ladder total_weight"),
     *_leaves("memory", "top_k eta embedder_path embedder_backend embed_batch_size "

@@ -77,10 +77,13 @@ def rollout_positions(rollout) -> dict[str, int]:
           run_files.REAL: int(np.asarray(rollout.prompt_mask).sum() + lengths.sum())}
 
 
-def update_positions(batch: RLBatch) -> dict[str, int]:
-  """Token positions one forward pass of the update computes on `batch`, and the real ones
-  (the reference forward, when beta > 0, and the backward pass compute as many again)."""
-  return {run_files.COMPUTED: int(np.prod(np.shape(batch.tokens))),
+def update_positions(batch: RLBatch, group: int = 1) -> dict[str, int]:
+  """Token positions one forward pass of the update computes on `batch` (packed rows of
+  `group` responses on one prompt: rl/train_step.py), and the real ones (the reference
+  forward, when beta > 0, and the backward pass compute as many again)."""
+  n = batch.loss_mask.shape[1]
+  computed = batch.num_rows // group * (batch.prompt_len + group * n)
+  return {run_files.COMPUTED: int(computed),
           run_files.REAL: int(np.asarray(batch.attention_mask).sum())}
 
 
@@ -136,6 +139,7 @@ class Learner:
   eps_advantage: float
   mesh: Any = None            # the learner's mesh (None: one device)
   prompt_pad_multiple: int = 0  # config.rl.prompt_pad_multiple (0: the bucket's width)
+  prompt_group: int = 1         # rows packed per shared prompt (train_step.prompt_group_size)
 
 
 def make_batch(rollout, judged: Judged, task_indices: np.ndarray, h: Harness,
@@ -174,7 +178,7 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
                    {run_files.ROLLOUT_S: t1 - t0, run_files.JUDGE_S: t2 - t1,
                     run_files.UPDATE_S: t3 - t2},
                    {run_files.ROLLOUT_S: rollout_positions(texts.rollout),
-                    run_files.UPDATE_S: update_positions(full)})
+                    run_files.UPDATE_S: update_positions(full, lr.prompt_group)})
   return state, rec
 
 

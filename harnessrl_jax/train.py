@@ -80,7 +80,7 @@ from harnessrl_jax.rl import mesh as rl_mesh
 from harnessrl_jax.rl.config import RLConfig
 from harnessrl_jax.rl.train_state import TrainState, make_optimizer
 from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward,
-                                         make_logprob_fn)
+                                         make_logprob_fn, prompt_group_size)
 from harnessrl_jax.rollout import SamplingParams
 from harnessrl_jax.rollout.texts import TextSampler
 from harnessrl_jax.train_config import TrainConfig
@@ -226,14 +226,16 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
   state, shardings = rl_mesh.init_state(params, tx, mesh,
                                         ref_params=params if cfg.rl.beta > 0 else None)
   forward = decoder_forward(graphdef)
-  _, train_step = build_step(forward, cfg.rl, tx=tx, mesh=mesh, state_sharding=shardings)
+  group = prompt_group_size(cfg.rl, texts.sampler.num_samples, loaded.model, mesh)
+  _, train_step = build_step(forward, cfg.rl, tx=tx, mesh=mesh, state_sharding=shardings,
+                             group_size=group)
   rl = RLConfig.from_config(cfg.rl)
   learner = loop.Learner(
       train_tasks=tuple(train_tasks), texts=texts, judge=judge, train_step=train_step,
-      logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl), mesh=mesh),
+      logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl, group), mesh=mesh),
       law=law, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
       num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
-      mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple)
+      mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple, prompt_group=group)
   train = TrainConfig.from_config(cfg.train)
   primary = distributed.is_primary()
   return Run(

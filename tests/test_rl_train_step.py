@@ -58,12 +58,12 @@ def _batch(seed=0, flat_groups=()):
                  task_weight=rng.uniform(0.5, 2.0, B).astype(np.float32), group_id=gid)
 
 
-def _run(model, rl, batch, mesh=None, with_ref=True):
+def _run(model, rl, batch, mesh=None, with_ref=True, group_size=1):
   graphdef, params, ref = model
   tx = make_optimizer(rl)
   state, sh = rl_mesh.init_state(params, tx, mesh, ref if with_ref else None)
   _, step = ts.build_step(ts.decoder_forward(graphdef), rl, mesh=mesh, state_sharding=sh,
-                          donate=False)
+                          donate=False, group_size=group_size)
   return state, step, rl_mesh.shard_batch(batch, mesh)
 
 
@@ -170,3 +170,59 @@ def test_trimming_prompt_padding_keeps_loss_and_gradient(model, multiple, width)
     np.testing.assert_allclose(float(m_trim[k]), float(m_full[k]), rtol=2e-5, atol=1e-7,
                                err_msg=k)
   assert _maxdiff(_mu(s_trim), _mu(s_full)) < 1e-6
+
+
+def _shared_prompt_batch(seed=0):
+  """`_batch` with each group's 4 rows on one prompt, as the rollout gives them (group 0's
+  prompt left-padded; responses of several lengths)."""
+  b = _batch(seed)
+  first = np.repeat(np.arange(0, B, 4), 4)
+  tokens, mask = np.asarray(b.tokens).copy(), np.asarray(b.attention_mask).copy()
+  tokens[:, :P], mask[:, :P] = tokens[first, :P], mask[first, :P]
+  mask[5, P + 2:] = False   # one response of 2 tokens, one of 6 in the same group
+  loss_mask = mask[:, P:].astype(np.float32)
+  return b.replace(tokens=tokens, attention_mask=mask, loss_mask=loss_mask,
+                   positions=np.maximum(np.cumsum(mask, 1) - 1, 0).astype(np.int32))
+
+
+@pytest.mark.parametrize("micro,mesh_axes", [(8, None), (0, None), (16, (2, 2, 2))])
+def test_shared_prompt_packing_keeps_loss_and_gradient(model, micro, mesh_axes):
+  """Each group packed into one row [prompt, r_1..r_4] gives the row layout's update."""
+  rl = _rl(micro_batch_size=micro)
+  batch = _shared_prompt_batch()
+  state, step, b_rows = _run(model, rl, batch)
+  s_rows, m_rows = step(state, b_rows)
+  mesh = None if mesh_axes is None else rl_mesh.mesh_from_config(ml_collections.ConfigDict(
+      dict(zip(("data", "fsdp", "tensor"), mesh_axes))))
+  graphdef = model[0]
+  assert ts.prompt_group_size(rl, 4, nnx.merge(graphdef, model[1]), mesh) == 4
+  state, step, b_packed = _run(model, rl, batch, mesh, group_size=4)
+  s_packed, m_packed = step(state, b_packed)
+  assert float(m_rows["kl"]) > 0 and float(m_rows["grad_norm"]) > 0
+  for k in m_rows:
+    np.testing.assert_allclose(float(m_packed[k]), float(m_rows[k]), rtol=2e-5, atol=1e-7,
+                               err_msg=k)
+  assert _maxdiff(_mu(s_packed), _mu(s_rows)) < 1e-6
+  cfg = ts.StepConfig.from_config(rl)
+  fwd = ts.decoder_forward(graphdef)
+  rows = ts.make_logprob_fn(fwd, cfg)(model[1], batch)
+  packed = ts.make_logprob_fn(fwd, ts.StepConfig.from_config(rl, 4))(model[1], batch)
+  np.testing.assert_allclose(np.asarray(packed), np.asarray(rows), atol=2e-5)
+
+
+def test_prompt_group_size_packs_only_what_it_can():
+  dense = Decoder(ModelConfig.tiny(), rngs=nnx.Rngs(0))
+  rl = _rl()   # 4 tasks x J 4, micro-batches of 8
+  assert ts.prompt_group_size(rl, 4, dense) == 4
+  assert ts.prompt_group_size(_rl(share_prompts=False), 4, dense) == 1
+  assert ts.prompt_group_size(rl, 1, dense) == 1
+  assert ts.prompt_group_size(_rl(micro_batch_size=6, tasks_per_step=3), 4, dense) == 1
+  eight = rl_mesh.mesh_from_config(ml_collections.ConfigDict({"data": 8, "fsdp": 1,
+                                                              "tensor": 1}))
+  assert ts.prompt_group_size(rl, 4, dense, eight) == 1    # one row per device
+  for family in ("gemma3", "qwen3_5"):   # sliding windows, linear attention
+    other = Decoder(ModelConfig.tiny(family), rngs=nnx.Rngs(0))
+    assert ts.prompt_group_size(rl, 4, other) == 1
+    with pytest.raises(ConfigError, match="full attention"):
+      other.hidden_states(jnp.zeros((1, 3), jnp.int32), jnp.zeros((1, 3), jnp.int32),
+                          jnp.ones((1, 3), bool), jnp.ones((1, 3, 3), bool))

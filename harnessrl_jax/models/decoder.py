@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models import layers
 from harnessrl_jax.models.block import Block
 from harnessrl_jax.models.config import ModelConfig
@@ -124,8 +125,12 @@ class Decoder(nnx.Module):
     return [nnx.graphdef(self.layers)] * cfg.num_layers
 
   def _forward(self, tokens, positions, attention_mask, cache: KVCache | DecodeCache | None,
-               layer_params: list[nnx.State] | None = None):
+               layer_params: list[nnx.State] | None = None, allowed: jax.Array | None = None):
     cfg = self.cfg
+    if allowed is not None and (cache is not None or not self.attends_fully()):
+      raise ConfigError("an explicit attention mask (shared-prompt packing) needs a forward "
+                        "without a cache and a model whose layers are all full attention; "
+                        f"this one has {sorted(set(cfg.layer_types))}")
     dtype = jnp.dtype(cfg.dtype)
     tokens = jnp.asarray(tokens, jnp.int32)
     attention_mask = jnp.asarray(attention_mask, bool)
@@ -160,7 +165,8 @@ class Decoder(nnx.Module):
         continue
       if layer_type == "sliding_attention":
         near = causal & (key_slots[None, :] > query_slots[:, None] - cfg.sliding_window)
-      inputs[layer_type] = (*rope, near[None] & key_mask[:, None, :])
+      inputs[layer_type] = (*rope, near[None] & key_mask[:, None, :] if allowed is None
+                            else allowed)
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
     linear = None if cache is None else list(cache.linear)
     if ring and layer_params is None and cfg.scan_layers:
@@ -255,9 +261,19 @@ class Decoder(nnx.Module):
                 for r in range(repeats) for i in range(n_lin)]
     return x, k_cache, v_cache, linear
 
-  def hidden_states(self, tokens, positions, attention_mask) -> jax.Array:
-    """[B,T,D] final-norm outputs (activation dtype), no cache."""
-    return self._forward(tokens, positions, attention_mask, None)[0]
+  def hidden_states(self, tokens, positions, attention_mask,
+                    allowed: jax.Array | None = None) -> jax.Array:
+    """[B,T,D] final-norm outputs (activation dtype), no cache.
+
+    allowed: optional [B,T,T] bool, query t may see key s; replaces the causal mask over
+    `attention_mask`'s keys (packed rows; only for models that `attends_fully`).
+    """
+    return self._forward(tokens, positions, attention_mask, None, allowed=allowed)[0]
+
+  def attends_fully(self) -> bool:
+    """Whether every layer is full attention, so any key mask is meaningful (sliding
+    windows count slots and linear attention runs along the row: neither can pack)."""
+    return all(t == "full_attention" for t in self.cfg.layer_types)
 
   def __call__(self, tokens, positions, attention_mask,
                cache: KVCache | DecodeCache | None = None, *,

@@ -80,6 +80,12 @@ def rl_defaults() -> ml_collections.ConfigDict:
   # (float rounding aside) on fewer padding columns; each new width compiles the update
   # once. 0: the bucket's width.
   c.prompt_pad_multiple = 32
+  # GRPO's J rows of a task share one prompt: pack each group into one row [prompt, r_1..r_J]
+  # (response j sees the prompt and itself), so the update's forward, backward and
+  # reference forward compute each prompt once, not J times: same loss and gradients up to
+  # float rounding. Used when the model attends fully (no sliding windows, no linear
+  # attention) and micro-batches hold whole groups on every device (rl/train_step.py).
+  c.share_prompts = True
   c.logprob_chunk = 64            # sequence positions per chunk of logits (memory O(B*chunk*V))
   c.temperature = 1.0             # must equal rollout.temperature: log-probs of the sampler's law
 

@@ -7,8 +7,16 @@ applies. A non-finite loss or gradient keeps params and optimiser state unchange
 the step in `skipped_steps`. Per-layer rematerialisation is the model's (ModelConfig.remat);
 the logits chunks are always rematerialised (rl/logprobs.py).
 
-The policy enters as `forward(params, tokens, positions, attention_mask) -> (hidden [B,L,D],
-unembed [D,V])`; `decoder_forward(graphdef)` makes one for a `models.decoder.Decoder`.
+The policy enters as `forward(params, tokens, positions, attention_mask, allowed=None) ->
+(hidden [B,L,D], unembed [D,V])`; `decoder_forward(graphdef)` makes one for a
+`models.decoder.Decoder`.
+
+Shared prompts (config.rl.share_prompts): the J rows of a GRPO group carry one prompt. With
+`group_size` J the forward packs each group into one row, [prompt, response_1, ..,
+response_J], where response j attends to the prompt and to itself only (positions as in
+its own row), so the prompt is computed once per group instead of J times, in the policy's
+forward and backward and in the reference's forward. Log-probs, loss and gradients are
+those of the row layout up to float rounding (tested); only the order of sums differs.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -42,12 +51,13 @@ def decoder_forward(graphdef: nnx.GraphDef) -> ForwardFn:
   (Gemma 2 style final_logit_softcapping) is refused rather than trained on other logits.
   """
 
-  def forward(params, tokens, positions, attention_mask):
+  def forward(params, tokens, positions, attention_mask, allowed=None):
     model = nnx.merge(graphdef, params)
     if model.cfg.final_logit_softcapping is not None:
       raise ConfigError("the GRPO loss does not support final_logit_softcapping (a Gemma 2 "
                         "style policy); its log-probs would not be the sampler's")
-    return model.hidden_states(tokens, positions, attention_mask), model.unembed_matrix()
+    return (model.hidden_states(tokens, positions, attention_mask, allowed),
+            model.unembed_matrix())
 
   return forward
 
@@ -60,10 +70,12 @@ class StepConfig:
   micro_batch_size: int = 0
   logprob_chunk: int = 64
   temperature: float = 1.0
+  group_size: int = 1   # rows per shared prompt packed into one forward row; 1: no packing
 
   @classmethod
-  def from_config(cls, rl: ml_collections.ConfigDict) -> "StepConfig":
-    """The view of config.rl's step and loss fields; one ConfigError lists every problem."""
+  def from_config(cls, rl: ml_collections.ConfigDict, group_size: int = 1) -> "StepConfig":
+    """The view of config.rl's step and loss fields; one ConfigError lists every problem.
+    `group_size`: see `prompt_group_size` (ignored unless config.rl.share_prompts)."""
     problems = []
     if float(rl.temperature) <= 0:
       problems.append(f"config.rl.temperature = {rl.temperature}: must be > 0")
@@ -78,19 +90,70 @@ class StepConfig:
       problems = str(e).splitlines() + problems
     refuse(problems)
     return cls(loss=loss, micro_batch_size=int(rl.micro_batch_size),
-               logprob_chunk=int(rl.logprob_chunk), temperature=float(rl.temperature))
+               logprob_chunk=int(rl.logprob_chunk), temperature=float(rl.temperature),
+               group_size=int(group_size) if rl.share_prompts else 1)
+
+
+def prompt_group_size(rl: ml_collections.ConfigDict, num_samples: int, model,
+                      mesh: Mesh | None = None) -> int:
+  """The `group_size` a run's update packs: J when config.rl.share_prompts is on, the model
+  can take a packed mask (`Decoder.attends_fully`: no sliding windows, no linear attention)
+  and every device's share of a micro-batch is whole groups; otherwise 1 (rows as sampled).
+  """
+  j = int(num_samples)
+  if not rl.share_prompts or j < 2 or not model.attends_fully():
+    return 1
+  b = int(rl.tasks_per_step) * j
+  mb = int(rl.micro_batch_size) or b
+  shards = 1 if mesh is None else mesh.shape.get("data", 1) * mesh.shape.get("fsdp", 1)
+  return j if mb % (j * shards) == 0 else 1
 
 
 def response_logprobs(forward: ForwardFn, params: Any, batch: RLBatch, *, chunk: int,
-                      temperature: float) -> tuple[jax.Array, jax.Array]:
-  """(log-prob, entropy), each [B, N], of the batch's response tokens under `params`."""
+                      temperature: float, group_size: int = 1) -> tuple[jax.Array, jax.Array]:
+  """(log-prob, entropy), each [B, N], of the batch's response tokens under `params`.
+
+  group_size > 1: rows g*J .. g*J + J - 1 share one prompt and are computed as one packed
+  row (`shared_prompt_rows`); the caller guarantees the prompts are equal.
+  """
   p, n = batch.prompt_len, batch.loss_mask.shape[1]
   if p < 1:
     raise ConfigError("rl batch: the prompt part is empty; a response token needs a "
                       "preceding position to be predicted from")
-  hidden, unembed = forward(params, batch.tokens, batch.positions, batch.attention_mask)
-  return token_logprobs(hidden[:, p - 1:p - 1 + n], unembed, batch.tokens[:, p:],
-                        chunk=chunk, temperature=temperature)
+  if group_size == 1:
+    hidden, unembed = forward(params, batch.tokens, batch.positions, batch.attention_mask)
+    hidden = hidden[:, p - 1:p - 1 + n]
+  else:
+    tokens, positions, mask, allowed, predictors = shared_prompt_rows(batch, group_size)
+    hidden, unembed = forward(params, tokens, positions, mask, allowed)
+    hidden = hidden[:, predictors].reshape(batch.num_rows, n, -1)
+  return token_logprobs(hidden, unembed, batch.tokens[:, p:], chunk=chunk,
+                        temperature=temperature)
+
+
+def shared_prompt_rows(batch: RLBatch, group_size: int):
+  """The batch with each group of `group_size` rows packed into one row.
+
+  Returns tokens, positions, key mask [G, P + J*N], allowed [G, T, T] (the prompt causal;
+  response j sees the prompt and its own earlier tokens) and predictors [J, N]: the packed
+  slot whose hidden state predicts response token i of sample j (the prompt's last slot for
+  i = 0). Positions are the rows' own, so RoPE sees what the row layout sees.
+  """
+  b, p, n, j = batch.num_rows, batch.prompt_len, batch.loss_mask.shape[1], group_size
+  g = b // j
+
+  def pack(x):
+    return jnp.concatenate([x[::j, :p], x[:, p:].reshape(g, j * n)], axis=1)
+
+  mask = pack(batch.attention_mask)
+  segment = np.concatenate([np.zeros(p, np.int32), np.repeat(np.arange(1, j + 1), n)])
+  slot = np.arange(p + j * n)
+  visible = (slot[None, :] <= slot[:, None]) & (
+      (segment[None, :] == 0) | (segment[None, :] == segment[:, None]))
+  predictors = np.concatenate([np.full((j, 1), p - 1),
+                               p + n * np.arange(j)[:, None] + np.arange(n - 1)[None, :]], 1)
+  return (pack(batch.tokens), pack(batch.positions), mask,
+          jnp.asarray(visible)[None] & mask[:, None, :], predictors)
 
 
 def _batch_spec(mesh: Mesh | None, leading: int = 0):
@@ -107,15 +170,29 @@ def _batch_spec(mesh: Mesh | None, leading: int = 0):
   return constrain
 
 
-def _split_micro(batch: Any, mb: int, mesh: Mesh | None) -> Any:
-  """[B, ...] -> [M, mb, ...] with row j*M + m in micro-batch m.
+def _split_micro(batch: Any, mb: int, mesh: Mesh | None, group: int = 1) -> Any:
+  """[B, ...] -> [M, mb, ...] with unit u*M + m (rows of `group` consecutive rows) in
+  micro-batch m, as its u-th unit; group 1: row u*M + m.
 
   This interleaving keeps each device's contiguous block of rows inside every micro-batch,
-  so splitting needs no communication when rows are sharded over devices.
+  so splitting needs no communication when rows are sharded over devices; a unit (a GRPO
+  group, for shared prompts) stays whole and in order.
   """
   m = jax.tree.leaves(batch)[0].shape[0] // mb
   constrain = _batch_spec(mesh, leading=1)
-  return jax.tree.map(lambda x: constrain(x.reshape(mb, m, *x.shape[1:]).swapaxes(0, 1)), batch)
+
+  def split(x):
+    units = x.reshape(mb // group, m, group, *x.shape[1:]).swapaxes(0, 1)
+    return constrain(units.reshape(m, mb, *x.shape[1:]))
+
+  return jax.tree.map(split, batch)
+
+
+def _join_micro(x: jax.Array, group: int = 1) -> jax.Array:
+  """Undoes `_split_micro`: [M, mb, ...] -> [B, ...]."""
+  m, mb = x.shape[:2]
+  units = x.reshape(m, mb // group, group, *x.shape[2:]).swapaxes(0, 1)
+  return units.reshape(m * mb, *x.shape[2:])
 
 
 def _check_shapes(batch: RLBatch, cfg: StepConfig, mesh: Mesh | None) -> int:
@@ -123,6 +200,9 @@ def _check_shapes(batch: RLBatch, cfg: StepConfig, mesh: Mesh | None) -> int:
   mb = cfg.micro_batch_size or b
   if b % mb:
     raise ConfigError(f"config.rl.micro_batch_size = {mb} does not divide the batch of {b} rows")
+  if mb % cfg.group_size:
+    raise ConfigError(f"config.rl.micro_batch_size = {mb} is not a multiple of the shared-"
+                      f"prompt group of {cfg.group_size} rows")
   if mesh is not None:
     shards = mesh.shape.get("data", 1) * mesh.shape.get("fsdp", 1)
     if mb % shards:
@@ -145,11 +225,11 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
     state_sharding: shardings of the TrainState (`mesh.state_shardings`), kept on output.
     donate: donate the input state's buffers (params are updated in place).
   """
-  loss_cfg = cfg.loss
+  loss_cfg, group = cfg.loss, cfg.group_size
 
   def micro_loss(params, ref_params, mb: RLBatch, weights):
     logp, entropy = response_logprobs(forward, params, mb, chunk=cfg.logprob_chunk,
-                                      temperature=cfg.temperature)
+                                      temperature=cfg.temperature, group_size=group)
     # No old log-probs: one on-policy update, ratio exactly 1 (gradient of the ratio only).
     old = jax.lax.stop_gradient(logp) if mb.old_logprobs is None else mb.old_logprobs
     ref = mb.ref_logprobs
@@ -158,7 +238,8 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
         raise ConfigError("config.rl.beta > 0 but neither the batch's ref_logprobs nor the "
                           "train state's ref_params are set")
       ref = jax.lax.stop_gradient(response_logprobs(
-          forward, ref_params, mb, chunk=cfg.logprob_chunk, temperature=cfg.temperature)[0])
+          forward, ref_params, mb, chunk=cfg.logprob_chunk, temperature=cfg.temperature,
+          group_size=group)[0])
     loss, sums = losses.grpo_loss(logp, old, ref, mb.advantages, mb.task_weight, mb.loss_mask,
                                   loss_cfg, weights=weights)
     sums["entropy"] = jnp.sum(entropy * mb.loss_mask)
@@ -171,8 +252,8 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
     m = batch.num_rows // mb
     weights = losses.aggregation_weights(batch.loss_mask, loss_cfg.loss_aggregation,
                                          loss_cfg.max_response_len)
-    micro = _split_micro(batch, mb, mesh)
-    micro_w = _split_micro(weights, mb, mesh)
+    micro = _split_micro(batch, mb, mesh, group)
+    micro_w = _split_micro(weights, mb, mesh, group)
     # Accumulate in float32 whatever the parameter dtype: bf16 sums of micro-batch
     # gradients would drop the small ones.
     zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
@@ -239,10 +320,11 @@ def make_logprob_fn(forward: ForwardFn, cfg: StepConfig, *, mesh: Mesh | None = 
 
   def fn(params, batch: RLBatch):
     mb = _check_shapes(batch, cfg, mesh)
-    micro = _split_micro(batch, mb, mesh)
+    micro = _split_micro(batch, mb, mesh, cfg.group_size)
     out = jax.lax.map(lambda x: response_logprobs(forward, params, x, chunk=cfg.logprob_chunk,
-                                                  temperature=cfg.temperature)[0], micro)
-    return out.swapaxes(0, 1).reshape(batch.loss_mask.shape)  # undo the interleaving
+                                                  temperature=cfg.temperature,
+                                                  group_size=cfg.group_size)[0], micro)
+    return _join_micro(out, cfg.group_size)
 
   return jax.jit(fn)
 
@@ -273,10 +355,12 @@ def update_on_batch(train_step, logprob_fn, state: TrainState, batch: RLBatch,
   return state, history
 
 
-def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, *, tx=None, **kwargs):
+def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, *, tx=None,
+               group_size: int = 1, **kwargs):
   """(optimiser, `make_train_step`) from config.rl: optimiser, schedule and step settings
-  in one place. Pass `tx` when the state was already built with the run's optimiser."""
+  in one place. Pass `tx` when the state was already built with the run's optimiser, and
+  `group_size` from `prompt_group_size` to pack shared prompts."""
   tx = make_optimizer(rl) if tx is None else tx
-  step = make_train_step(forward, tx, StepConfig.from_config(rl), schedule=lr_schedule(rl),
-                         **kwargs)
+  step = make_train_step(forward, tx, StepConfig.from_config(rl, group_size),
+                         schedule=lr_schedule(rl), **kwargs)
   return tx, step
