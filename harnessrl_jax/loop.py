@@ -79,12 +79,13 @@ def rollout_positions(rollout) -> dict[str, int]:
 
 def update_positions(batch: RLBatch, group: int = 1) -> dict[str, int]:
   """Token positions one forward pass of the update computes on `batch` (packed rows of
-  `group` responses on one prompt: rl/train_step.py), and the real ones (the reference
-  forward, when beta > 0, and the backward pass compute as many again)."""
-  n = batch.loss_mask.shape[1]
-  computed = batch.num_rows // group * (batch.prompt_len + group * n)
-  return {run_files.COMPUTED: int(computed),
-          run_files.REAL: int(np.asarray(batch.attention_mask).sum())}
+  `group` responses on one prompt: rl/train_step.py), and the real ones, each prompt once
+  per pack (the reference forward, when beta > 0, and the backward pass compute as many
+  again)."""
+  p, n = batch.prompt_len, batch.loss_mask.shape[1]
+  mask = np.asarray(batch.attention_mask)
+  return {run_files.COMPUTED: int(batch.num_rows // group * (p + group * n)),
+          run_files.REAL: int(mask[::group, :p].sum() + mask[:, p:].sum())}
 
 
 def step_keys(run_key: jax.Array, step: int) -> tuple[jax.Array, jax.Array, jax.Array]:

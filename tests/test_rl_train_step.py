@@ -226,3 +226,16 @@ def test_prompt_group_size_packs_only_what_it_can():
     with pytest.raises(ConfigError, match="full attention"):
       other.hidden_states(jnp.zeros((1, 3), jnp.int32), jnp.zeros((1, 3), jnp.int32),
                           jnp.ones((1, 3), bool), jnp.ones((1, 3, 3), bool))
+
+
+def test_update_positions_count_each_packed_prompt_once():
+  from harnessrl_jax import loop, run_files
+  batch = _shared_prompt_batch()
+  mask = np.asarray(batch.attention_mask)
+  rows = loop.update_positions(batch)
+  assert rows == {run_files.COMPUTED: B * (P + N), run_files.REAL: int(mask.sum())}
+  packed = loop.update_positions(batch, 4)
+  prompts_once = int(mask[::4, :P].sum())
+  assert packed == {run_files.COMPUTED: 4 * (P + 4 * N),
+                    run_files.REAL: prompts_once + int(mask[:, P:].sum())}
+  assert packed[run_files.REAL] <= packed[run_files.COMPUTED]
