@@ -1,5 +1,6 @@
-"""The CPU default's GRPO update on the rollout's prompt bucket vs on the batch's longest real
-prompt (`rl.prompt_pad_multiple`, rl/batch.trim_prompt_padding), side by side.
+"""The CPU default's GRPO update on the rollout's prompt bucket, on the batch's longest real
+prompt (`rl.prompt_pad_multiple`, rl/batch.trim_prompt_padding), and with each group's
+shared prompt packed once (`rl.share_prompts`, rl/train_step.py), side by side.
 
 Batches as the default run builds them (configs/default.py): tasks_per_step x J rows, the
 bundled training prompts rendered with SmolLM2's chat template and tokenizer, left-padded to
@@ -7,10 +8,11 @@ the 128-token bucket, then max_new_tokens response slots, full (the trained poli
 to the limit; the token ids are random, which costs what real ones cost). The step is the
 run's own: `rl.build_step` over the default's rl section (micro-batches of 8, beta 0.001,
 so the reference forward runs inside the step, as in a run). For each of `--draws` task
-draws: the step on the full-width batch and on the trimmed one, from the same state, first
-once each to compile (a width compiles once) and to compare loss and gradient norm, then
-`--repeats` timed calls each, alternating. Reported: the machine, each draw's widths,
-medians, the ratio, and the token positions each computes.
+draws: the step on the full-width batch, on the trimmed one, and on the trimmed one packed
+by group, from the same state, first once each to compile (a width compiles once) and to
+compare loss and gradient norm, then `--repeats` timed calls each, alternating. Reported:
+the machine, each draw's widths, medians, the ratios, and the token positions each
+computes.
 
   python benchmarks/update_padding.py [--draws 3] [--repeats 2]
 """
@@ -83,36 +85,45 @@ def main() -> None:
   print("machine:", machine(), flush=True)
   loaded = loading.load_model(cfg.model)
   graphdef, params = nnx.split(loaded.model)
-  tx, step = ts.build_step(ts.decoder_forward(graphdef), cfg.rl, donate=False)
+  j = int(cfg.rollout.num_samples)
+  forward = ts.decoder_forward(graphdef)
+  tx, rows_step = ts.build_step(forward, cfg.rl, donate=False)
+  _, packed_step = ts.build_step(forward, cfg.rl, tx=tx, donate=False, group_size=j)
   state, _ = rl_mesh.init_state(params, tx, None, params)
   multiple = int(cfg.rl.prompt_pad_multiple)
-  full_s, trim_s, full_pos, trim_pos = [], [], 0, 0
+  arms = ("full", "trimmed", "packed")
+  seconds = {a: [] for a in arms}
+  positions = {a: 0 for a in arms}
   for d, full in enumerate(draw_batches(cfg, loaded.prompt_builder, args.draws, args.seed)):
     trimmed = trim_prompt_padding(full, multiple)
+    runs = {"full": (rows_step, full), "trimmed": (rows_step, trimmed),
+            "packed": (packed_step, trimmed)}
     metrics = {}
-    for name, batch in (("full", full), ("trimmed", trimmed)):
+    for name, (step, batch) in runs.items():
       _, m = step(state, batch)
-      metrics[name] = {k: float(m[k]) for k in ("loss", "grad_norm")}
-    times = {"full": [], "trimmed": []}
+      metrics[name] = f"{float(m['loss']):.6g} / {float(m['grad_norm']):.6g}"
+    times = {a: [] for a in arms}
     for _ in range(args.repeats):
-      for name, batch in (("full", full), ("trimmed", trimmed)):
+      for name, (step, batch) in runs.items():
         t = time.perf_counter()
         jax.block_until_ready(step(state, batch))
         times[name].append(time.perf_counter() - t)
-    full_s += times["full"]
-    trim_s += times["trimmed"]
-    full_pos += int(np.prod(full.tokens.shape))
-    trim_pos += int(np.prod(trimmed.tokens.shape))
-    real = int(np.asarray(full.attention_mask).sum())
-    print(f"draw {d}: width {full.tokens.shape[1]} -> {trimmed.tokens.shape[1]} "
-          f"(real tokens {real}); step s full {[round(x, 2) for x in times['full']]} "
-          f"trimmed {[round(x, 2) for x in times['trimmed']]}; loss {metrics['full']['loss']:.6g}"
-          f" vs {metrics['trimmed']['loss']:.6g}, grad norm {metrics['full']['grad_norm']:.6g}"
-          f" vs {metrics['trimmed']['grad_norm']:.6g}", flush=True)
-  med_full, med_trim = float(np.median(full_s)), float(np.median(trim_s))
-  print(f"median step: full bucket {med_full:.2f} s, trimmed (multiple {multiple}) "
-        f"{med_trim:.2f} s: {med_full / med_trim:.2f}x; positions computed {full_pos} -> "
-        f"{trim_pos} ({trim_pos / full_pos:.2f}); load after {os.getloadavg()}")
+    b, width = full.tokens.shape
+    p, n = trimmed.prompt_len, full.loss_mask.shape[1]
+    computed = {"full": b * width, "trimmed": b * (p + n), "packed": b // j * (p + j * n)}
+    for a in arms:
+      seconds[a] += times[a]
+      positions[a] += computed[a]
+    print(f"draw {d}: width {width} -> {p + n} (real tokens "
+          f"{int(np.asarray(full.attention_mask).sum())}); step s "
+          + "; ".join(f"{a} {[round(x, 2) for x in times[a]]}" for a in arms)
+          + "; loss / grad norm " + ", ".join(f"{a} {metrics[a]}" for a in arms), flush=True)
+  med = {a: float(np.median(seconds[a])) for a in arms}
+  print(f"median step: full bucket {med['full']:.2f} s, trimmed (multiple {multiple}) "
+        f"{med['trimmed']:.2f} s ({med['full'] / med['trimmed']:.2f}x), packed by group of "
+        f"{j} {med['packed']:.2f} s ({med['full'] / med['packed']:.2f}x full, "
+        f"{med['trimmed'] / med['packed']:.2f}x trimmed); positions computed "
+        + ", ".join(f"{a} {positions[a]}" for a in arms) + f"; load after {os.getloadavg()}")
 
 
 if __name__ == "__main__":
