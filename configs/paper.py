@@ -8,6 +8,7 @@ below):
   model.path            the policy's HF safetensors directory (Qwen3.5-4B: the multimodal
                         checkpoint; its text decoder is read)
   judge.openai.base_url / judge.openai.model   the judge endpoint and served model
+                        (judge.endpoints: several servers of that model, as one pool)
   data.train / data.heldout                    the full task files
 
 Memory and placement, without weights: `python -m harnessrl_jax.models.plan

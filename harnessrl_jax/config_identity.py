@@ -45,6 +45,8 @@ OPERATIONAL: Mapping[str, str] = MappingProxyType({
     "judge.jetstream.max_prompt_tokens": (
         "the server's `--max_prefill_length`, raised together with it; a longer prompt is "
         "refused (an unscored cell), never cut"),
+    "judge.endpoints": ("where the servers of a pool are (`judge.openai.base_url` / "
+                        "`judge.jetstream.address` for one); each serves the judge's model"),
     "model.cache_dir": ("where converted weights are cached; the weights are named by "
                         "source, path and seed"),
     "judge.model.cache_dir": "the same for the judge's model",
@@ -56,6 +58,11 @@ OPERATIONAL: Mapping[str, str] = MappingProxyType({
     "judge.parse_retries": ("re-asks of an unreadable answer; a parsed verdict is the "
                             "judge's either way"),
     "judge.max_concurrency": "requests in flight; each is answered alone",
+    "judge.pool.max_in_flight": (
+        "requests in flight per endpoint of a pool; each is answered alone"),
+    "judge.pool.failure_threshold": (
+        "when a pool takes a failing endpoint out; its requests are retried on the others"),
+    "judge.pool.cooldown_s": "how long a failing endpoint stays out before it is probed",
     "judge.cache_size": (
         "verdicts kept in memory; the cache is not checkpointed (a resumed run starts with "
         "it empty and stays bit-identical)"),

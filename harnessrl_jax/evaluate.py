@@ -128,13 +128,15 @@ def make_generate(loaded, params, rollout_cfg, *, key: jax.Array, batch_size: in
 
 def oracle_config(judge_cfg, model: str, base_url: str):
   """The judge section with the oracle's OpenAI-compatible model and server swapped in: the
-  oracle should be a stronger model than the judge (paper: a different model family)."""
+  oracle should be a stronger model than the judge (paper: a different model family). A
+  server given here replaces the judge's pool (judge.endpoints) too."""
   cfg = judge_cfg.copy_and_resolve_references()
   with cfg.unlocked():
     if model:
       cfg.openai.model = model
     if base_url:
       cfg.openai.base_url = base_url
+      cfg.endpoints = ()
   return cfg
 
 

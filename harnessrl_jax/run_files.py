@@ -145,6 +145,8 @@ POSITIONS = "positions"           # {ROLLOUT_S | UPDATE_S | CRITIC: {COMPUTED: n
                                   # its re-samples), and the real tokens among them (the rest
                                   # is padding)
 COMPUTED, REAL = "computed", "real"
+ENDPOINTS = "endpoints"           # with a judge endpoint pool only: {endpoint: its counters
+                                  # since this process started (judges/pool.PoolClient.stats)}
 # The update's statistics (loss, kl, ...) sit flat beside these fields.
 
 ROLLOUT_S, JUDGE_S, UPDATE_S = "rollout_s", "judge_s", "update_s"

@@ -73,7 +73,7 @@ from harnessrl_jax.harness.history import (HistoryLog, apply_logged, head_of, re
                                            replay)
 from harnessrl_jax.harness.ops import SetLadder
 from harnessrl_jax.harness.state import Harness
-from harnessrl_jax.judges.config import same_model
+from harnessrl_jax.judges.config import REMOTE_BACKENDS, JudgeConfig, same_model
 from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.models.loading import load_model
 from harnessrl_jax.rl import mesh as rl_mesh
@@ -121,20 +121,26 @@ def _probe(url: str, what: str, timeout_s: float) -> None:
 
 
 def check_judge(judge_cfg, *, timeout_s: float = 5.0) -> None:
-  """A remote judge must answer at start-up, not after the first rollouts."""
-  backend = judge_cfg.llm_backend if judge_cfg.backend == "hybrid" else judge_cfg.backend
-  if backend == "openai":
-    _probe(judge_cfg.openai.base_url.rstrip("/") + "/models",
-           f"judge.openai.base_url = {judge_cfg.openai.base_url!r}", timeout_s)
-  elif backend == "jetstream":
-    host, _, port = judge_cfg.jetstream.address.rpartition(":")
+  """A remote judge must answer at start-up, not after the first rollouts: every server of a
+  pool too (the pool rides out one dying mid-run; at start-up a silent one is likelier a
+  wrong address)."""
+  j = JudgeConfig.from_config(judge_cfg, check=False)
+  backend = j.text_backend
+  if backend not in REMOTE_BACKENDS:
+    return
+  for address in j.addresses(backend):
+    field = "judge.endpoints entry" if address in j.endpoints else {
+        "openai": "judge.openai.base_url =", "jetstream": "judge.jetstream.address ="}[backend]
+    if backend == "openai":
+      _probe(address.rstrip("/") + "/models", f"{field} {address!r}", timeout_s)
+      continue
+    host, _, port = address.rpartition(":")
     try:
       socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
                                timeout=timeout_s).close()
     except (OSError, ValueError) as e:
-      raise ConfigError(f"judge.jetstream.address = {judge_cfg.jetstream.address!r}: cannot "
-                        f"connect ({e}); start `python -m harnessrl_jax.serve` first or fix "
-                        "the address") from None
+      raise ConfigError(f"{field} {address!r}: cannot connect ({e}); start `python -m "
+                        "harnessrl_jax.serve` first or fix the address") from None
 
 
 def preflight(cfg) -> tuple[tuple[Task, ...], tuple[Task, ...]]:
@@ -355,6 +361,12 @@ def start(run: Run) -> Progress:
 # ---- the loop
 
 
+def _with_endpoints(run, row: dict[str, Any]) -> dict[str, Any]:
+  """`row` with the judge's per-endpoint counters when it judges through a pool."""
+  stats = getattr(getattr(run.learner.judge, "client", None), "stats", None)
+  return row if stats is None else {**row, run_files.ENDPOINTS: stats()}
+
+
 def train_loop(run: Run, p: Progress) -> Progress:
   """Steps p.step .. train.steps - 1; each ends with its metrics row written, complete, after
   the checkpoint that covers it (a kill in between is repaired by `resume`)."""
@@ -381,7 +393,8 @@ def train_loop(run: Run, p: Progress) -> Progress:
       heldout = _heldout_responses_out(run, n, loop.evaluate(
           run.heldout_tasks, run.learner, state.params, run.eval_key, after=n))
       summary = metrics.with_heldout(summary, n, heldout, final=n == total)
-    row = metrics.step_row(rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout)
+    row = _with_endpoints(run, metrics.step_row(rec, elog, evolver_s=evolver_s,
+                                                mounted=mounted, heldout=heldout))
     if run.writer is not None and t.oracle_groups_every > 0 and due(
         n, t.oracle_groups_every, total):
       run.writer.write_groups(metrics.group_rows(rec))
@@ -393,8 +406,9 @@ def train_loop(run: Run, p: Progress) -> Progress:
               "summary": json_safe(summary), "row": json_safe(row)}
       run.ckpts.save(n, state_tree(state, p.run_key), meta, memory=p.memory,
                      heldout_reward=None if heldout is None else heldout["score"])
-      row = metrics.step_row(rec, elog, evolver_s=evolver_s, mounted=mounted,
-                             heldout=heldout, checkpoint_s=time.perf_counter() - t1)
+      row = _with_endpoints(run, metrics.step_row(
+          rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout,
+          checkpoint_s=time.perf_counter() - t1))
     if run.writer is not None:
       run.writer.write(json_safe(row))
     if due(n, t.log_every, total):

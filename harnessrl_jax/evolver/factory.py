@@ -27,8 +27,10 @@ def build_evolver(config, *, judge, client=None, history_log=None,
   Args:
     judge: the step's judge (its cache makes the critic's regrades of unchanged cells free;
       the attributor's intervention, when on, regrades edited responses with it).
-    client: the TextClient of "llm" roles; built from config.judge (backend
-      evolver.llm_backend, default the judge's) when an LLM role needs one and none is given.
+    client: the TextClient of "llm" roles; when an LLM role needs one and none is given,
+      the judge's own client if the roles use the judge's remote backend (one set of
+      connections, and one pool's in-flight bounds and breakers, per server), else one built
+      from config.judge (backend evolver.llm_backend, default the judge's).
     history_log / candidate_log / attribution_log: where accepted ops / every candidate
       record / every criterion's label are appended.
 
@@ -38,8 +40,7 @@ def build_evolver(config, *, judge, client=None, history_log=None,
   ev = EvolverConfig.from_config(config.evolver)
   ablation = AblationConfig.from_config(config.ablation)
   if client is None and "llm" in (ev.attributor, ev.proposer):
-    from harnessrl_jax.judges.factory import make_client  # pylint: disable=g-import-not-at-top
-    client = make_client(config.judge, ev.llm_backend or None)
+    client = _llm_client(config.judge, ev.llm_backend, judge)
   cal = calibration_of(ev)
   critic = Critic(judge, ev, num_samples=int(config.rollout.num_samples),
                   bands=None if cal is None else cal.bands, measure_effect=ablation.critic)
@@ -49,3 +50,18 @@ def build_evolver(config, *, judge, client=None, history_log=None,
   return Evolver(ev, attributor=attributor, proposer=proposer, critic=critic,
                  history_log=history_log, candidate_log=candidate_log,
                  attribution_log=attribution_log)
+
+
+def _llm_client(judge_section, llm_backend: str, judge):
+  """The "llm" roles' TextClient: the judge's when both use the same remote backend (remote
+  clients are thread-safe; a local backend's client is built anew, as before), else a new
+  one for evolver.llm_backend (default: the judge's)."""
+  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.judges.config import REMOTE_BACKENDS, JudgeConfig
+  from harnessrl_jax.judges.factory import make_client
+  # pylint: enable=g-import-not-at-top
+  judge_backend = JudgeConfig.from_config(judge_section, check=False).text_backend
+  if (judge is not None and judge.client is not None and judge_backend in REMOTE_BACKENDS
+      and llm_backend in ("", judge_backend)):
+    return judge.client
+  return make_client(judge_section, llm_backend or None)

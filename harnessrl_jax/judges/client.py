@@ -2,11 +2,12 @@
 
 `TextClient.complete(prompts, max_tokens=...)` turns a batch of chat requests into one
 answer each. Backends: LocalClient (a JAX model in process), JetStreamClient (gRPC), and
-OpenAIClient (HTTP). Transport faults (time-outs, refused connections, 5xx, garbage bodies)
-get bounded retries with exponential back-off inside the client. A request that still fails
-raises ServerError from `complete` (what the attributor and the proposer call), or stands in
-its place in the list from `complete_or_errors` (what the judge calls: it leaves the cell
-unscored and counts it).
+OpenAIClient (HTTP); PoolClient (judges/pool.py) spreads requests over several of the last
+two. Transport faults (time-outs, refused connections, 5xx, garbage bodies) get bounded
+retries with exponential back-off inside the client (a pool's: on another endpoint). A
+request that still fails raises ServerError from `complete` (what the attributor and the
+proposer call), or stands in its place in the list from `complete_or_errors` (what the judge
+calls: it leaves the cell unscored and counts it).
 
 `VerdictClient.verdicts(prompts)` is the narrower interface of a backend that decides a
 verdict without generating text (the local backend's logit mode, judges/logit_client.py):
@@ -158,14 +159,13 @@ def concurrent_map(fn: Callable[[Any], T], items: Sequence[Any],
                    max_workers: int) -> list[T | ServerError]:
   """fn over items on a thread pool; an item's ServerError is returned in its place (other
   exceptions are bugs and propagate)."""
-  if not items:
-    return []
-
   def guarded(item):
     try:
       return fn(item)
     except ServerError as e:
       return e
 
+  if len(items) <= 1:   # no thread for one item (a pool sends its members one at a time)
+    return [guarded(item) for item in items]
   with concurrent.futures.ThreadPoolExecutor(max(1, min(max_workers, len(items)))) as pool:
     return list(pool.map(guarded, items))

@@ -13,6 +13,10 @@ Backends (judge.backend):
   jetstream - a JetStream server started with `python -m harnessrl_jax.serve`.
   openai    - any OpenAI-compatible chat-completions server (vLLM, SGLang, tpu-inference).
   hybrid    - program checks where a criterion has one, `judge.llm_backend` otherwise.
+
+judge.endpoints lists several servers of the jetstream or openai backend: the judge (and
+the evolver's "llm" roles, when they use that backend) then talk to a pool of them
+(judges/pool.py, settings judge.pool.*).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from harnessrl_jax.models.settings import ModelSettings, model_defaults
 BACKENDS = ("program", "local", "jetstream", "openai", "hybrid")
 LOCAL_VERDICT_MODES = ("logits", "generate")
 LLM_BACKENDS = ("local", "jetstream", "openai")
+REMOTE_BACKENDS = ("jetstream", "openai")
 
 
 def judge_defaults() -> ml_collections.ConfigDict:
@@ -41,7 +46,7 @@ def judge_defaults() -> ml_collections.ConfigDict:
   j.backoff_s = 0.5                    # first back-off; doubles per retry
   j.backoff_max_s = 8.0
   j.timeout_s = 120.0                  # per request
-  j.max_concurrency = 16               # requests in flight (openai, jetstream)
+  j.max_concurrency = 16               # requests in flight (openai, jetstream; one server)
   # A step fails (before any update, so the last checkpoint stays intact) when more than
   # this share of its real cells has no verdict.
   j.max_unscored_share = 0.1
@@ -66,7 +71,27 @@ def judge_defaults() -> ml_collections.ConfigDict:
   # Must not exceed the server's --max_prefill_length: JetStream 0.2.2 silently keeps only
   # the LAST tokens of a longer prompt, so the client refuses such prompts instead.
   j.jetstream.max_prompt_tokens = 1024
+
+  # Several servers of one model, as a pool: base URLs ("http://host:8000/v1") for backend
+  # openai, host:port addresses for jetstream. A client of either backend uses the entries
+  # of its own form; none (the default): its one server above.
+  j.endpoints = ()
+  j.pool = ml_collections.ConfigDict()
+  j.pool.max_in_flight = 16            # requests in flight per endpoint; more wait for a slot
+  j.pool.failure_threshold = 3         # consecutive transport failures that take one out
+  j.pool.cooldown_s = 10.0             # how long it stays out before one probe request
   return j
+
+
+def endpoint_backend(endpoint: str) -> str | None:
+  """The backend a judge.endpoints entry serves, by its form: "openai" for a base URL,
+  "jetstream" for host:port, None for neither."""
+  if endpoint.startswith(("http://", "https://")):
+    return "openai"
+  host, _, port = endpoint.rpartition(":")
+  if host and port.isdigit() and not any(c.isspace() for c in endpoint):
+    return "jetstream"
+  return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +116,13 @@ class JetStreamJudgeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolJudgeConfig:
+  max_in_flight: int
+  failure_threshold: int
+  cooldown_s: float
+
+
+@dataclasses.dataclass(frozen=True)
 class JudgeConfig:
   """`config.judge`, typed and checked (field meanings: `judge_defaults`)."""
 
@@ -109,12 +141,14 @@ class JudgeConfig:
   local: LocalJudgeConfig
   openai: OpenAIJudgeConfig
   jetstream: JetStreamJudgeConfig
+  endpoints: tuple[str, ...]
+  pool: PoolJudgeConfig
 
   @classmethod
   def from_config(cls, section: Any, *, check: bool = True) -> JudgeConfig:
     """The view of a judge section (a ConfigDict or a view); raises one ConfigError listing
     every problem unless `check` is False."""
-    lo, o, js = section.local, section.openai, section.jetstream
+    lo, o, js, p = section.local, section.openai, section.jetstream, section.pool
     view = cls(
         backend=str(section.backend), llm_backend=str(section.llm_backend),
         max_new_tokens=int(section.max_new_tokens), parse_retries=int(section.parse_retries),
@@ -129,7 +163,10 @@ class JudgeConfig:
                                tuple(int(b) for b in lo.prompt_buckets)),
         openai=OpenAIJudgeConfig(str(o.base_url), str(o.model), str(o.api_key_env),
                                  float(o.temperature)),
-        jetstream=JetStreamJudgeConfig(str(js.address), int(js.max_prompt_tokens)))
+        jetstream=JetStreamJudgeConfig(str(js.address), int(js.max_prompt_tokens)),
+        endpoints=tuple(str(e) for e in section.endpoints),
+        pool=PoolJudgeConfig(int(p.max_in_flight), int(p.failure_threshold),
+                             float(p.cooldown_s)))
     if check:
       refuse(view.problems())
     return view
@@ -141,6 +178,14 @@ class JudgeConfig:
     if self.backend == "hybrid":
       return self.llm_backend
     return self.backend if self.backend in LLM_BACKENDS else None
+
+  def addresses(self, backend: str) -> tuple[str, ...]:
+    """The servers a client of a remote `backend` talks to: the judge.endpoints entries of
+    its form (a pool when there are several), else its one configured server."""
+    pooled = tuple(e for e in self.endpoints if endpoint_backend(e) == backend)
+    if pooled:
+      return pooled
+    return (self.openai.base_url,) if backend == "openai" else (self.jetstream.address,)
 
   def problems(self) -> list[str]:
     out = []
@@ -178,8 +223,30 @@ class JudgeConfig:
       if not self.openai.base_url.startswith(("http://", "https://")):
         out.append(f"config.judge.openai.base_url = {self.openai.base_url!r}: expected "
                    "http(s)://host:port/v1")
+    out.extend(self._endpoint_problems())
+    for name in ("max_in_flight", "failure_threshold"):
+      if getattr(self.pool, name) < 1:
+        out.append(f"config.judge.pool.{name} = {getattr(self.pool, name)}: must be >= 1")
+    if not self.pool.cooldown_s > 0:
+      out.append(f"config.judge.pool.cooldown_s = {self.pool.cooldown_s}: must be > 0")
     if self.text_backend in ("local", "jetstream"):   # both load judge.model
       out.extend(self.model.problems("config.judge.model"))
+    return out
+
+  def _endpoint_problems(self) -> list[str]:
+    out = []
+    for e in self.endpoints:
+      kind = endpoint_backend(e)
+      if kind is None:
+        out.append(f"config.judge.endpoints entry {e!r}: expected http(s)://host:port/v1 "
+                   "(backend openai) or host:port (backend jetstream)")
+      elif self.text_backend in REMOTE_BACKENDS and kind != self.text_backend:
+        out.append(f"config.judge.endpoints entry {e!r} is a {kind} endpoint, but the "
+                   f"judge's backend is {self.text_backend}; list {self.text_backend} "
+                   "endpoints only")
+    repeated = sorted({e for e in self.endpoints if self.endpoints.count(e) > 1})
+    if repeated:
+      out.append(f"config.judge.endpoints lists {repeated} more than once")
     return out
 
 

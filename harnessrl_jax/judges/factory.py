@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.judges.client import RetryPolicy, TextClient
 from harnessrl_jax.judges.config import LLM_BACKENDS, JudgeConfig
 from harnessrl_jax.judges.judge import Judge, JudgeSettings
+from harnessrl_jax.judges.pool import PoolClient
 
 
 def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextClient:
@@ -13,6 +16,8 @@ def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextCl
 
   "local" with judge.local.verdict="logits" (the default) gives a LogitVerdictClient: still
   a TextClient, and a VerdictClient the judge asks for verdicts instead of text.
+  "jetstream" and "openai" with several servers (`JudgeConfig.addresses`: judge.endpoints)
+  give a PoolClient over one client per server.
 
   Args:
     judge_cfg: the `judge` config section (or its `JudgeConfig`).
@@ -30,9 +35,9 @@ def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextCl
     # pylint: disable-next=g-import-not-at-top
     from harnessrl_jax.judges.openai_client import OpenAIClient
     o = j.openai
-    return OpenAIClient(o.base_url, o.model, api_key_env=o.api_key_env,
-                        temperature=o.temperature, timeout_s=j.timeout_s, policy=policy,
-                        max_concurrency=j.max_concurrency)
+    return _pooled(j, backend, policy, lambda url, member_policy: OpenAIClient(
+        url, o.model, api_key_env=o.api_key_env, temperature=o.temperature,
+        timeout_s=j.timeout_s, policy=member_policy, max_concurrency=j.max_concurrency))
   if loaded is None:
     from harnessrl_jax.models.loading import load_model  # pylint: disable=g-import-not-at-top
     loaded = load_model(j.model)
@@ -46,10 +51,23 @@ def make_client(judge_cfg, backend: str | None = None, *, loaded=None) -> TextCl
                 batch_size=j.local.batch_size, prompt_buckets=j.local.prompt_buckets)
   # pylint: disable-next=g-import-not-at-top
   from harnessrl_jax.judges.jetstream_client import JetStreamClient
-  return JetStreamClient(j.jetstream.address, loaded.prompt_builder,
-                         max_prompt_tokens=j.jetstream.max_prompt_tokens,
-                         timeout_s=j.timeout_s, policy=policy,
-                         max_concurrency=j.max_concurrency)
+  return _pooled(j, backend, policy, lambda address, member_policy: JetStreamClient(
+      address, loaded.prompt_builder, max_prompt_tokens=j.jetstream.max_prompt_tokens,
+      timeout_s=j.timeout_s, policy=member_policy, max_concurrency=j.max_concurrency))
+
+
+def _pooled(j: JudgeConfig, backend: str, policy: RetryPolicy,
+            client_for: Callable[[str, RetryPolicy], TextClient]) -> TextClient:
+  """The one server's client, or a PoolClient over several. Pool members retry nothing
+  themselves: a transport fault reaches the pool at once, which retries it elsewhere."""
+  addresses = j.addresses(backend)
+  if len(addresses) == 1:
+    return client_for(addresses[0], policy)
+  no_retries = RetryPolicy(retries=0)
+  return PoolClient({a: client_for(a, no_retries) for a in addresses},
+                    max_in_flight=j.pool.max_in_flight,
+                    failure_threshold=j.pool.failure_threshold,
+                    cooldown_s=j.pool.cooldown_s, policy=policy)
 
 
 def make_judge(judge_cfg, *, loaded=None, client: TextClient | None = None) -> Judge:
