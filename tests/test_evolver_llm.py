@@ -9,6 +9,7 @@ import pytest
 from harnessrl_jax.evolver import (Critic, Evolver, LLMAttributor, RuleAttributor,
                                    make_attributor, make_proposer)
 from harnessrl_jax.evolver.llm_json import ParseError, parse_object
+from harnessrl_jax.evolver.proposer import ROUTE_OPS
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness import from_tasks
 from tests import test_evolver_fixtures as fx
@@ -161,3 +162,42 @@ def test_llm_attributor_through_a_local_model_client():
   assert att.backend == "rule(fallback)" and "unparseable" in att.note
   assert cost.llm_requests == 2
   assert att.label_of("c2").label == "spurious"
+
+
+class SchemaClient(fx.ScriptedClient):
+  """A ScriptedClient whose server would decode under a JSON schema: records each one."""
+
+  takes_schema = True
+
+  def __init__(self, answers):
+    super().__init__(answers)
+    self.schemas = []
+
+  def _complete(self, chats, max_tokens, schema=None):
+    self.schemas.append(schema)
+    return super()._complete(chats, max_tokens)
+
+
+def test_llm_roles_send_their_answer_schemas():
+  """Structured outputs: the attributor's schema closes the criterion ids and labels, the
+  proposer's the route's op kinds; a client that cannot take a schema gets none."""
+  h, g = spurious_group()
+  client = SchemaClient([answer(GOOD)])
+  LLMAttributor(client, fx.settings()).attribute(g, h, None, 0)
+  (att,) = client.schemas
+  item = att["properties"]["labels"]["items"]
+  assert item["properties"]["criterion_id"]["enum"] == ["c1", "c2"]
+  assert set(item["required"]) == set(GOOD[1]) and att["required"] == ["labels"]
+  assert "spurious" in item["properties"]["label"]["enum"]
+  cfg = fx.settings(proposer="llm")
+  prop = SchemaClient([proposal([])] * 20)   # no ops: a noop per request
+  ev = Evolver(cfg, attributor=make_attributor(cfg), proposer=make_proposer(cfg, client=prop),
+               critic=Critic(fx.judge(), cfg))
+  ev.step(h, [g], step=0, key=jax.random.key(0))
+  assert prop.schemas
+  for s in prop.schemas:
+    assert set(s["required"]) == {"kind", "rationale", "ops"}
+    assert tuple(s["properties"]["ops"]["items"]["properties"]["op"]["enum"]) in (
+        ROUTE_OPS.values())
+  plain = fx.ScriptedClient([answer(GOOD)])   # no takes_schema: _complete(chats, max_tokens)
+  assert LLMAttributor(plain, fx.settings()).attribute(g, h, None, 0)[0].backend == "llm"

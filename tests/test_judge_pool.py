@@ -275,3 +275,25 @@ def test_pool_settings_are_checked_by_name(field, value, message):
   setattr(j[section] if section else j, name, value)
   with pytest.raises(ConfigError, match=message):
     JudgeConfig.from_config(j)
+
+
+def test_a_schema_reaches_every_member_that_takes_one():
+  from harnessrl_jax.judges.client import TextClient  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.judges.prompt import VERDICT_SCHEMA  # pylint: disable=g-import-not-at-top
+
+  class Member(TextClient):
+    takes_schema = True
+
+    def __init__(self, name):
+      self.identity, self.schemas = name, []
+
+    def _complete(self, chats, max_tokens, schema=None):
+      self.schemas.append(schema)
+      return ["ok"] * len(chats)
+
+  members = {"a": Member("a"), "b": Member("b")}
+  pool = PoolClient(members, max_in_flight=1)
+  assert pool.complete([[{"role": "user", "content": "x"}]] * 8, max_tokens=4,
+                       schema=VERDICT_SCHEMA) == ["ok"] * 8
+  sent = members["a"].schemas + members["b"].schemas
+  assert len(sent) == 8 and all(s is VERDICT_SCHEMA for s in sent)

@@ -18,6 +18,7 @@ from harnessrl_jax.judges.config import judge_defaults
 from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.judges.openai_client import OpenAIClient
+from harnessrl_jax.judges.prompt import VERDICT_SCHEMA
 
 
 def completion_body(content, model="judge-model"):
@@ -155,6 +156,14 @@ def test_realistic_round_trip_and_request_shape(server, monkeypatch):
   monkeypatch.delenv("HARNESS_TEST_KEY")
   client(server.url).complete([chat("ok three")], max_tokens=5)
   assert "Authorization" not in server.requests[-1][1]
+  assert "response_format" not in server.requests[-1][2]   # no schema asked, none sent
+
+
+def test_a_schema_goes_out_as_structured_outputs(server):
+  client(server.url).complete([chat("ok four")], max_tokens=5, schema=VERDICT_SCHEMA)
+  fmt = server.requests[-1][2]["response_format"]
+  assert fmt == {"type": "json_schema", "json_schema": {
+      "name": "verdict", "schema": VERDICT_SCHEMA, "strict": True}}
 
 
 def test_5xx_and_429_are_retried_with_backoff(server):
@@ -252,6 +261,9 @@ def test_judge_through_openai_backend(server):
   np.testing.assert_array_equal(m.scores, want)
   assert m.scored.all() and m.stats.requests == 12
   assert server.max_in_flight > 1   # sent concurrently
+  schemas = {json.dumps(r["response_format"]["json_schema"]["schema"], sort_keys=True)
+             for _, _, r in server.requests}
+  assert schemas == {json.dumps(VERDICT_SCHEMA, sort_keys=True)}   # every verdict request
   n = len(server.requests)
   again = judge.score(_tasks(), responses)
   assert len(server.requests) == n and again.stats.cache_hits == 12

@@ -431,6 +431,23 @@ def attributor_messages(group: Group, memory, step: int, max_chars: int = 1200
   return (Message("system", ATTRIBUTOR_SYSTEM), Message("user", user))
 
 
+def attribution_schema(group: Group) -> dict:
+  """The attributor answer's JSON schema (structured outputs): one label object per item,
+  criterion ids and labels from their closed sets; `parse_attribution` checks the rest
+  (one entry per id, evidence quoted verbatim, wording from the criterion)."""
+  item = {"type": "object",
+          "properties": {"criterion_id": {"enum": [c.id for c in group.criteria]},
+                         "label": {"enum": list(LABELS)},
+                         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                         "evidence": {"type": "array", "items": {"type": "string"}},
+                         "wording": {"type": "string"}},
+          "required": ["criterion_id", "label", "confidence", "evidence", "wording"],
+          "additionalProperties": False}
+  return {"title": "attribution", "type": "object",
+          "properties": {"labels": {"type": "array", "items": item}},
+          "required": ["labels"], "additionalProperties": False}
+
+
 def parse_attribution(text: str, group: Group) -> tuple[CriterionLabel, ...]:
   """Strict reading of an attributor answer; llm_json.ParseError says what is wrong."""
   obj = llm_json.parse_object(text)
@@ -495,7 +512,8 @@ class LLMAttributor:
     messages = attributor_messages(group, memory, step)
     try:
       labels, sent = llm_json.ask(self.client, messages, self.max_tokens,
-                                  lambda t: parse_attribution(t, group))
+                                  lambda t: parse_attribution(t, group),
+                                  attribution_schema(group))
       return TaskAttribution(group.task_id, labels, self.name), Cost(llm_requests=sent)
     except llm_json.ParseError as e:
       sent, why = 2, f"unparseable attributor answer: {e}"

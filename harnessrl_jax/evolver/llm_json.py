@@ -51,13 +51,15 @@ def require_keys(obj: Any, keys: set[str], where: str) -> None:
 
 
 def ask(client, messages: Sequence[Message], max_tokens: int,
-        parse: Callable[[str], T]) -> tuple[T, int]:
-  """(parsed answer, requests sent); re-asks once on a ParseError."""
-  answer = client.complete([tuple(messages)], max_tokens=max_tokens)[0]
+        parse: Callable[[str], T], schema: dict[str, Any] | None = None) -> tuple[T, int]:
+  """(parsed answer, requests sent); re-asks once on a ParseError. `schema`: the answer's
+  JSON schema, sent to servers that decode under one (judges/client.py); `parse` still
+  checks everything."""
+  answer = client.complete([tuple(messages)], max_tokens=max_tokens, schema=schema)[0]
   try:
     return parse(answer), 1
   except ParseError as e:
     retry = (*messages, Message("assistant", answer),
              Message("user", f"That answer could not be used: {e}. Reply with only the JSON "
                              "object in the format asked for."))
-    return parse(client.complete([retry], max_tokens=max_tokens)[0]), 2
+    return parse(client.complete([retry], max_tokens=max_tokens, schema=schema)[0]), 2

@@ -548,6 +548,17 @@ def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
   return (Message("system", PROPOSER_SYSTEM), Message("user", user))
 
 
+def proposal_schema(route: str) -> dict:
+  """The proposer answer's JSON schema (structured outputs): kind, rationale and ops whose
+  "op" is one the route allows; `parse_proposal` checks each op's fields and values."""
+  op = {"type": "object", "properties": {"op": {"enum": list(ROUTE_OPS[route])}},
+        "required": ["op"]}
+  return {"title": "proposal", "type": "object",
+          "properties": {"kind": {"type": "string"}, "rationale": {"type": "string"},
+                         "ops": {"type": "array", "items": op}},
+          "required": ["kind", "rationale", "ops"], "additionalProperties": False}
+
+
 def parse_proposal(text: str, req: ProposalRequest) -> Candidate | None:
   obj = llm_json.parse_object(text)
   llm_json.require_keys(obj, {"kind", "rationale", "ops"}, "answer")
@@ -589,7 +600,7 @@ class LLMProposer:
       return None, Cost()
     try:
       cand, sent = llm_json.ask(self.client, proposer_messages(req), self.max_tokens,
-                                lambda t: parse_proposal(t, req))
+                                lambda t: parse_proposal(t, req), proposal_schema(req.route))
     except llm_json.ParseError:
       return None, Cost(llm_requests=2)
     except ServerError:  # the server failed after its retries: a noop, not a crash

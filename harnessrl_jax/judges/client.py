@@ -9,6 +9,11 @@ request that still fails raises ServerError from `complete` (what the attributor
 proposer call), or stands in its place in the list from `complete_or_errors` (what the judge
 calls: it leaves the cell unscored and counts it).
 
+`schema=` asks for an answer in a JSON schema (structured outputs): clients whose servers
+decode under one (`takes_schema`: the OpenAI-compatible client, as vLLM and SGLang accept
+`response_format` json_schema, and the pool over such servers) send it; the others ignore
+it. Either way the caller parses and validates the answer strictly.
+
 `VerdictClient.verdicts(prompts)` is the narrower interface of a backend that decides a
 verdict without generating text (the local backend's logit mode, judges/logit_client.py):
 one `Verdict` (the boolean and p(true)) per judge request. The judge prefers it when its
@@ -29,6 +34,7 @@ from harnessrl_jax.errors import HarnessError
 
 T = TypeVar("T")
 Chat = Sequence[Message | dict]
+Schema = dict[str, Any]   # a JSON schema whose "title" names it
 
 
 class ServerError(HarnessError):
@@ -96,21 +102,26 @@ class TextClient(abc.ABC):
   """Chat requests in, answers out. `identity` names backend + model for cache keys."""
 
   identity: str
+  takes_schema = False   # whether `schema=` reaches the server (module docstring)
 
-  def complete(self, prompts: Sequence[Chat], *, max_tokens: int) -> list[str]:
+  def complete(self, prompts: Sequence[Chat], *, max_tokens: int,
+               schema: Schema | None = None) -> list[str]:
     """One answer per prompt, in order; raises ServerError if any request fails for good."""
-    results = self.complete_or_errors(prompts, max_tokens=max_tokens)
+    results = self.complete_or_errors(prompts, max_tokens=max_tokens, schema=schema)
     errors = [r for r in results if isinstance(r, ServerError)]
     if errors:
       raise ServerError(f"{self.identity}: {len(errors)} of {len(results)} requests failed; "
                         f"first: {errors[0]}") from errors[0]
     return results
 
-  def complete_or_errors(self, prompts: Sequence[Chat], *,
-                         max_tokens: int) -> list[str | ServerError]:
+  def complete_or_errors(self, prompts: Sequence[Chat], *, max_tokens: int,
+                         schema: Schema | None = None) -> list[str | ServerError]:
     """Like `complete`, but a request that failed after its retries yields its ServerError
     in place of the answer (the judge leaves such cells unscored and counts them)."""
-    return self._complete([as_messages(p) for p in prompts], int(max_tokens))
+    chats = [as_messages(p) for p in prompts]
+    if schema is not None and self.takes_schema:
+      return self._complete(chats, int(max_tokens), schema=schema)
+    return self._complete(chats, int(max_tokens))
 
   def close(self) -> None:
     """Releases connections (no-op where there are none)."""

@@ -222,7 +222,8 @@ class Judge:
         break
       keys = list(asks)
       answers = self.client.complete_or_errors([asks[k] for k in keys],
-                                               max_tokens=self.settings.max_new_tokens)
+                                               max_tokens=self.settings.max_new_tokens,
+                                               schema=prompt_lib.VERDICT_SCHEMA)
       requests += len(keys)
       retry = {}
       for key, answer in zip(keys, answers):

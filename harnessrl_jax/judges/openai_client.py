@@ -1,9 +1,11 @@
 """A client for OpenAI-compatible chat-completions servers (vLLM, SGLang, tpu-inference).
 
-POST {base_url}/chat/completions with {"model", "messages", "max_tokens", "temperature"};
-the answer is choices[0].message.content. The API key is read from the environment
-variable named in config (judge.openai.api_key_env), never from the config itself; no
-variable means no Authorization header (local servers usually need none).
+POST {base_url}/chat/completions with {"model", "messages", "max_tokens", "temperature"}
+and, when the caller gives a JSON schema, "response_format": {"type": "json_schema",
+"json_schema": {"name", "schema", "strict": true}} (structured outputs, as OpenAI, vLLM and
+SGLang accept them); the answer is choices[0].message.content. The API key is read from
+the environment variable named in config (judge.openai.api_key_env), never from the config
+itself; no variable means no Authorization header (local servers usually need none).
 
 Retried (bounded, exponential back-off, Retry-After honoured): time-outs, refused or reset
 connections, HTTP 408/429/5xx, and bodies that are not the expected JSON. Not retried: other
@@ -25,8 +27,9 @@ from collections.abc import Callable
 
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.judges.client import (AuthError, RetryableError, RetryPolicy, ServerError,
-                                         TextClient, call_with_retries, concurrent_map)
+from harnessrl_jax.judges.client import (AuthError, RetryableError, RetryPolicy, Schema,
+                                         ServerError, TextClient, call_with_retries,
+                                         concurrent_map)
 
 _RETRY_STATUS = (408, 429)
 _AUTH_STATUS = (401, 403)
@@ -34,6 +37,8 @@ _AUTH_STATUS = (401, 403)
 
 class OpenAIClient(TextClient):
   """Chat completions over HTTP, requests sent concurrently."""
+
+  takes_schema = True
 
   def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
                temperature: float = 0.0, timeout_s: float = 120.0,
@@ -106,11 +111,15 @@ class OpenAIClient(TextClient):
     return call_with_retries(lambda: self._post_once(body), self.policy,
                              f"chat completion at {self.url}", **kwargs)
 
-  def _complete(self, chats: list[tuple[Message, ...]],
-                max_tokens: int) -> list[str | ServerError]:
+  def _complete(self, chats: list[tuple[Message, ...]], max_tokens: int,
+                schema: Schema | None = None) -> list[str | ServerError]:
+    extra = {} if schema is None else {"response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": schema.get("title", "answer"), "schema": schema,
+                        "strict": True}}}
     payloads = [{"model": self.model,
                  "messages": [{"role": m.role, "content": m.content} for m in chat],
-                 "max_tokens": max_tokens, "temperature": self.temperature}
+                 "max_tokens": max_tokens, "temperature": self.temperature, **extra}
                 for chat in chats]
     return concurrent_map(self._one, payloads, self.max_concurrency)
 

@@ -30,8 +30,8 @@ import time
 from collections.abc import Mapping
 
 from harnessrl_jax.data.schema import Message
-from harnessrl_jax.judges.client import (AuthError, RetryPolicy, ServerError, TextClient,
-                                         TransportError, concurrent_map)
+from harnessrl_jax.judges.client import (AuthError, RetryPolicy, Schema, ServerError,
+                                         TextClient, TransportError, concurrent_map)
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 _ANSWERED, _REFUSED, _FAILED = "answered", "refused", "failed"
@@ -63,6 +63,8 @@ class PoolClient(TextClient):
   """Requests spread over `members` (endpoint name -> its client), with back-pressure, a
   circuit breaker per endpoint, and retries sent to another endpoint."""
 
+  takes_schema = True   # passed on; a member whose server cannot take one ignores it
+
   def __init__(self, members: Mapping[str, TextClient], *, max_in_flight: int = 16,
                failure_threshold: int = 3, cooldown_s: float = 10.0,
                policy: RetryPolicy = RetryPolicy()):
@@ -91,14 +93,16 @@ class PoolClient(TextClient):
     for e in self._endpoints:
       e.client.close()
 
-  def _complete(self, chats: list[tuple[Message, ...]],
-                max_tokens: int) -> list[str | ServerError]:
+  def _complete(self, chats: list[tuple[Message, ...]], max_tokens: int,
+                schema: Schema | None = None) -> list[str | ServerError]:
     # One thread per slot the pool has: enough to keep every endpoint full; more would
     # only wait for a slot.
     workers = len(self._endpoints) * self.max_in_flight
-    return concurrent_map(lambda chat: self._request(chat, max_tokens), chats, workers)
+    return concurrent_map(lambda chat: self._request(chat, max_tokens, schema), chats,
+                          workers)
 
-  def _request(self, chat: tuple[Message, ...], max_tokens: int) -> str | ServerError:
+  def _request(self, chat: tuple[Message, ...], max_tokens: int,
+               schema: Schema | None) -> str | ServerError:
     tried: set[_Endpoint] = set()
     backoffs = 0
     last = "every endpoint was out (circuit open)"
@@ -111,7 +115,8 @@ class PoolClient(TextClient):
       endpoint, probe = got
       outcome = None   # stays None for an exception that says nothing of the server
       try:
-        result = endpoint.client.complete_or_errors([chat], max_tokens=max_tokens)[0]
+        result = endpoint.client.complete_or_errors([chat], max_tokens=max_tokens,
+                                                    schema=schema)[0]
         outcome = _FAILED if isinstance(result, TransportError) else (
             _REFUSED if isinstance(result, ServerError) else _ANSWERED)
       except AuthError:

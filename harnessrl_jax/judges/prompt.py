@@ -29,6 +29,12 @@ SYSTEM = (
 # tokenizer's business, and both forms are scored.
 VERDICT_PREFIX = '{"criteria_met":'
 
+# The verdict's JSON schema, for servers that decode under one (structured outputs).
+VERDICT_SCHEMA = {
+    "title": "verdict", "type": "object",
+    "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},
+    "required": ["explanation", "criteria_met"], "additionalProperties": False}
+
 REMINDER = ("Your previous answer could not be read. Reply with only the JSON object "
             '{"explanation": "...", "criteria_met": true or false}.')
 
