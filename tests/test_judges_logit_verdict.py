@@ -246,3 +246,10 @@ def test_shared_prefixes_are_prefilled_once_and_keep_the_verdicts(setup):
   for a, b in zip(got, want):
     assert a.met == b.met
     np.testing.assert_allclose(a.p_true, b.p_true, rtol=1e-4, atol=1e-5)
+  # Batch 1: a call's suffix rows (4) are fewer than a group of six; it goes alone.
+  one = LogitVerdictClient(model, pb, batch_size=1, prompt_buckets=BUCKETS)
+  six = [prompt_lib.judge_messages(TASKS[0].prompt, Criterion(f"k{i}", f"Criterion {i}", 1.0),
+                                   "hi") for i in range(6)]
+  assert [len(m) for _, m in prefix_groups([one.verdict_ids(c) for c in six])] == [6]
+  for a, b in zip(one.verdicts(six), plain.verdicts(six)):
+    np.testing.assert_allclose(a.p_true, b.p_true, rtol=1e-4, atol=1e-5)

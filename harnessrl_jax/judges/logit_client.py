@@ -91,7 +91,7 @@ _verdict_jit = jax.jit(_verdict_logits, static_argnames=("graphdef", "true_ids",
 
 MAX_SHARERS = 16     # requests on one prefix at most
 MIN_SHARED = 16      # tokens two requests must share before sharing pays
-SUFFIX_ROWS = 4      # suffix rows per prefix row in a batch (a multiple of batch_size)
+SUFFIX_ROWS = 4      # a call's suffix rows: up to SUFFIX_ROWS x batch_size (or one group)
 
 
 def _prefix_verdict_logits(graphdef, params, p_tokens, p_mask, s_tokens, s_mask, owner, *,
@@ -204,7 +204,7 @@ class LogitVerdictClient(LocalClient, VerdictClient):
     while groups:
       batch, suffixes = [], 0
       while groups and len(batch) < self.batch_size and (
-          suffixes + len(groups[0][1]) <= rows_per_call):
+          not batch or suffixes + len(groups[0][1]) <= rows_per_call):
         batch.append(groups.pop(0))
         suffixes += len(batch[-1][1])
       prefixes = [prompts[fits[m[0]]][:shared] for shared, m in batch]
