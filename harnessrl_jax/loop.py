@@ -38,7 +38,8 @@ from harnessrl_jax.harness.state import Harness
 from harnessrl_jax.judges.grading import Judged, grade
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.judges.score_matrix import Unscored
-from harnessrl_jax.rl.batch import RLBatch, build_batch, trim_prompt_padding
+from harnessrl_jax.rl.batch import (RLBatch, build_batch, check_shared_prompts,
+                                    trim_prompt_padding)
 from harnessrl_jax.rl.mesh import shard_batch
 from harnessrl_jax.rl.train_step import update_on_batch
 from harnessrl_jax.rollout import SamplingParams
@@ -171,6 +172,7 @@ def rl_step(lr: Learner, state, h: Harness, step: int, draw_key: jax.Array,
   # own rows to the global batch, or a P-process run would train on P copies.
   full = trim_prompt_padding(make_batch(texts.rollout, judged, idx, h, lr),
                              lr.prompt_pad_multiple)
+  check_shared_prompts(full, lr.prompt_group)
   batch = shard_batch(distributed.local_batch(full, lr.mesh), lr.mesh)
   state, history = update_on_batch(lr.train_step, lr.logprob_fn, state, batch, lr.num_epochs)
   t3 = time.perf_counter()

@@ -239,3 +239,19 @@ def test_update_positions_count_each_packed_prompt_once():
   assert packed == {run_files.COMPUTED: 4 * (P + 4 * N),
                     run_files.REAL: prompts_once + int(mask[:, P:].sum())}
   assert packed[run_files.REAL] <= packed[run_files.COMPUTED]
+
+
+def test_packing_refuses_groups_whose_prompts_differ():
+  from harnessrl_jax.errors import HarnessError  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.rl.batch import check_shared_prompts  # pylint: disable=g-import-not-at-top
+  batch = _shared_prompt_batch()
+  check_shared_prompts(batch, 4)
+  check_shared_prompts(_batch(), 1)   # rows as sampled: nothing to check
+  tokens = np.asarray(batch.tokens).copy()
+  tokens[9, 1] = (tokens[9, 1] + 1) % V
+  with pytest.raises(HarnessError, match=r"rows 8\.\.11"):
+    check_shared_prompts(batch.replace(tokens=tokens), 4)
+  mask = np.asarray(batch.attention_mask).copy()
+  mask[5, 0] = False
+  with pytest.raises(HarnessError, match=r"attention_mask differ within the group of rows 4"):
+    check_shared_prompts(batch.replace(attention_mask=mask), 4)

@@ -117,3 +117,22 @@ def trim_prompt_padding(batch: RLBatch, multiple: int) -> RLBatch:
   cut = p - keep
   return batch.replace(tokens=batch.tokens[:, cut:], positions=batch.positions[:, cut:],
                        attention_mask=batch.attention_mask[:, cut:])
+
+
+def check_shared_prompts(batch: RLBatch, group: int) -> None:
+  """HarnessError unless every `group` consecutive rows carry one prompt (tokens and mask):
+  what packing them on one prompt (rl.share_prompts) assumes. Host-side, one comparison."""
+  if group <= 1:
+    return
+  p = batch.prompt_len
+  for name, x in (("tokens", batch.tokens), ("attention_mask", batch.attention_mask)):
+    rows = np.asarray(x)[:, :p]
+    if rows.shape[0] % group:
+      raise HarnessError(f"rl batch: {rows.shape[0]} rows are not whole groups of {group}")
+    grouped = rows.reshape(-1, group, p)
+    differ = np.flatnonzero((grouped != grouped[:, :1]).any(axis=(1, 2)))
+    if differ.size:
+      first = int(differ[0]) * group
+      raise HarnessError(f"rl batch: the prompt {name} differ within the group of rows "
+                         f"{first}..{first + group - 1}; packing shared prompts "
+                         "(config.rl.share_prompts) needs one prompt per group")
