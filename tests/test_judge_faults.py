@@ -12,7 +12,6 @@ the critic, before the step's checkpoint.
 
 import collections
 import hashlib
-import http.server
 import json
 import os
 import subprocess
@@ -21,7 +20,6 @@ import threading
 import types
 
 import jax
-import portpicker
 import pytest
 
 from harnessrl_jax import harness, loop
@@ -29,6 +27,7 @@ from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.judges.client import TextClient, TransportError
 from harnessrl_jax.judges.judge import Judge, JudgeError
 from harnessrl_jax.rollout import SamplingParams
+from tests import chat_stub
 from tests.test_train_resume import env_and_data  # pylint: disable=unused-import
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,20 +52,9 @@ class StubJudge:
     lock = threading.Lock()
     outer = self
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def log_message(self, *args):
-        pass
-
-      def _send(self, code, body):
-        raw = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
+    class Handler(chat_stub.ChatHandler):
       def do_GET(self):  # noqa: N802  (the driver's start-up probe of /models)
-        self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+        self.send_json(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
 
       def do_POST(self):  # noqa: N802
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -78,26 +66,19 @@ class StubJudge:
         if criterion not in outer.seed_texts:
           with lock:
             outer.failed += 1
-          self._send(500, {"object": "error", "message": "cannot score this criterion"})
+          self.send_json(500, {"object": "error", "message": "cannot score this criterion"})
           return
         with lock:
           outer.answered += 1
         digest = hashlib.sha256((criterion + _fenced(user, "RESPONSE")).encode()).digest()
         verdict = json.dumps({"explanation": "stub", "criteria_met": digest[0] % 2 == 0})
-        self._send(200, {"id": "x", "object": "chat.completion", "model": req["model"],
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": verdict}}]})
+        self.send_json(200, chat_stub.completion(verdict, req["model"]))
 
-    self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", portpicker.pick_unused_port()),
-                                                 Handler)
-    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-    self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                   daemon=True)
-    self.thread.start()
+    self.loopback = chat_stub.Loopback(Handler, poll_interval=0.05)
+    self.url = self.loopback.url
 
   def close(self):
-    self.httpd.shutdown()
-    self.httpd.server_close()
+    self.loopback.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ closes again once its probe is answered. The trainer's start-up probes every end
 the pool's settings are checked by name."""
 
 import collections
-import http.server
-import json
 import re
 import socket
 import threading
@@ -23,6 +21,7 @@ from harnessrl_jax.judges.config import JudgeConfig, judge_defaults
 from harnessrl_jax.judges.factory import make_client, make_judge
 from harnessrl_jax.judges.openai_client import OpenAIClient
 from harnessrl_jax.judges.pool import PoolClient
+from tests import chat_stub
 
 IN_FLIGHT = 4        # judge.pool.max_in_flight in these tests
 DELAY_S = 0.03       # a healthy server's time per request: serving dominates, not Python
@@ -43,20 +42,9 @@ class Server:
     lock = threading.Lock()
     outer = self
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def log_message(self, *args):
-        pass
-
-      def _send(self, code, body):
-        raw = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
+    class Handler(chat_stub.ChatHandler):
       def do_POST(self):  # noqa: N802
-        text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))[
-            "messages"][-1]["content"]
+        text = self.read_json()["messages"][-1]["content"]
         with lock:
           outer.received[text] += 1
           outer.in_flight += 1
@@ -67,32 +55,26 @@ class Server:
         if outer.dead.is_set():   # died while serving it: the connection just closes
           self.close_connection = True
         elif outer.failing:
-          self._send(503, {"object": "error", "message": "overloaded"})
+          self.send_json(503, {"object": "error", "message": "overloaded"})
         elif text.startswith("refuse"):
-          self._send(400, {"object": "error", "message": "prompt too long"})
+          self.send_json(400, {"object": "error", "message": "prompt too long"})
         elif text.startswith("auth"):
-          self._send(401, {"error": {"message": "Incorrect API key provided"}})
+          self.send_json(401, {"error": {"message": "Incorrect API key provided"}})
         else:
           with lock:   # counted before it is sent: the client cannot see it uncounted
             outer.answered += 1
             if outer.answered == outer.die_after:
               outer.kill()   # this answer still goes out
-          self._send(200, {"object": "chat.completion", "choices": [
-              {"index": 0, "message": {"role": "assistant", "content": f"echo {text}"},
-               "finish_reason": "stop"}]})
+          self.send_json(200, chat_stub.completion(f"echo {text}"))
 
-    self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-    threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    self.loopback = chat_stub.Loopback(Handler)
+    self.url = self.loopback.url
 
   def kill(self):
     """Stops answering: requests in flight are dropped, new connections refused."""
     self.dead.set()
 
-    def stop():
-      self.httpd.shutdown()
-      self.httpd.server_close()
-    threading.Thread(target=stop, daemon=True).start()
+    threading.Thread(target=self.loopback.close, daemon=True).start()
 
 
 @pytest.fixture(name="serve")

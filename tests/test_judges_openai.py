@@ -2,7 +2,6 @@
 like vLLM / SGLang do, and also with errors, slowness and garbage."""
 
 import collections
-import http.server
 import json
 import threading
 import time
@@ -19,6 +18,7 @@ from harnessrl_jax.judges.factory import make_judge
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.judges.openai_client import OpenAIClient
 from harnessrl_jax.judges.prompt import VERDICT_SCHEMA
+from tests import chat_stub
 
 
 def completion_body(content, model="judge-model"):
@@ -44,22 +44,7 @@ class Server:
     lock = threading.Lock()
     outer = self
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def log_message(self, *args):
-        pass
-
-      def _send(self, code, body, headers=()):
-        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(code)
-        for k, v in headers:
-          self.send_header(k, v)
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        try:
-          self.wfile.write(raw)
-        except BrokenPipeError:  # the client timed out first ("slow")
-          pass
-
+    class Handler(chat_stub.ChatHandler):
       def do_POST(self):  # noqa: N802
         with lock:
           outer.in_flight += 1
@@ -71,7 +56,7 @@ class Server:
             outer.in_flight -= 1
 
       def _handle(self):
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        req = self.read_json()
         text = req["messages"][-1]["content"]
         mode = outer.mode or text.split()[0]
         with lock:
@@ -79,50 +64,46 @@ class Server:
           outer.attempts[text] += 1
           n = outer.attempts[text]
         if mode == "ok":
-          self._send(200, completion_body(f"echo {text}", req["model"]))
+          self.send_json(200, completion_body(f"echo {text}", req["model"]))
         elif mode == "503x2":
           if n <= 2:
-            self._send(503, {"object": "error", "message": "overloaded", "code": 503})
+            self.send_json(503, {"object": "error", "message": "overloaded", "code": 503})
           else:
-            self._send(200, completion_body("recovered"))
+            self.send_json(200, completion_body("recovered"))
         elif mode == "429":
           if n == 1:
-            self._send(429, {"error": "rate limited"}, [("Retry-After", "3")])
+            self.send_json(429, {"error": "rate limited"}, [("Retry-After", "3")])
           else:
-            self._send(200, completion_body("after wait"))
+            self.send_json(200, completion_body("after wait"))
         elif mode == "garbage":
-          self._send(200, b"\x00\xffnot json")
+          self.send_json(200, b"\x00\xffnot json")
         elif mode == "html":
-          self._send(502, b"<html><body>Bad Gateway</body></html>")
+          self.send_json(502, b"<html><body>Bad Gateway</body></html>")
         elif mode == "nochoices":
-          self._send(200, {"id": "x", "object": "chat.completion", "choices": []})
+          self.send_json(200, {"id": "x", "object": "chat.completion", "choices": []})
         elif mode == "404":
-          self._send(404, {"object": "error", "message": "The model `nope` does not exist.",
+          self.send_json(404, {"object": "error", "message": "The model `nope` does not exist.",
                            "type": "NotFoundError", "code": 404})
         elif mode in ("401", "403"):   # as vLLM --api-key / an OpenAI-style gateway answer
-          self._send(int(mode), {"error": {"message": "Incorrect API key provided",
+          self.send_json(int(mode), {"error": {"message": "Incorrect API key provided",
                                            "type": "invalid_request_error",
                                            "code": "invalid_api_key"}})
         elif mode == "slow":
           time.sleep(0.6)
-          self._send(200, completion_body("late"))
+          self.send_json(200, completion_body("late"))
         else:  # a judge request
           time.sleep(0.05)
           response = text.split("<<<BEGIN RESPONSE ")[1].split(">>>\n", 1)[1].split("\n<<<END")[0]
           verdict = "cat" in response
-          self._send(200, completion_body(
+          self.send_json(200, completion_body(
               "```json\n" + json.dumps({"explanation": "checked", "criteria_met": verdict}) +
               "\n```\nLet me know if you need more."))
 
-    self.port = portpicker.pick_unused_port()
-    self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-    self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-    self.thread.start()
-    self.url = f"http://127.0.0.1:{self.port}/v1"
+    self.loopback = chat_stub.Loopback(Handler)
+    self.url = self.loopback.url
 
   def close(self):
-    self.httpd.shutdown()
-    self.httpd.server_close()
+    self.loopback.close()
 
 
 @pytest.fixture
