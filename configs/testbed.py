@@ -7,7 +7,9 @@ data/testbed/, several seeds each (`python -m harnessrl_jax.experiment`).
 
 Arms (each a few fields over the full method, as configs/grpo_static.py ... over
 configs/default.py): harnessrl (the full method), grpo_static (no evolver), no_critic,
-rubric_only, guidance_only, sampling_only.
+rubric_only, guidance_only, sampling_only, and harnessrl_transfer (the full method with
+evolver.transfer_tasks: an accepted rubric repair is offered to the other tasks that share
+its criterion; beyond the paper).
 
 The experiment section:
   arms        the arms to run, in this order
@@ -32,6 +34,8 @@ ARMS = {
     "rubric_only": {"ablation.routes": ("rubric",)},
     "guidance_only": {"ablation.routes": ("guidance",)},
     "sampling_only": {"ablation.routes": ("sampling",)},
+    # beyond the paper: accepted rubric repairs offered to the tasks sharing the criterion
+    "harnessrl_transfer": {"evolver.transfer_tasks": 8},
 }
 
 

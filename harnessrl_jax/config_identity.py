@@ -113,7 +113,8 @@ EXPERIMENT: frozenset[str] = frozenset({
                         "calibration_path memory_window saturated_history min_confidence "
                         "length_ratio phrase_share disagreement_points intervention "
                         "intervention_flip_share intervention_rest_points resample_j "
-                        "negative_weight async_evolver calibrate_tasks calibrate_min_band"),
+                        "negative_weight transfer_tasks async_evolver calibrate_tasks "
+                        "calibrate_min_band"),
     # steps: the guidance schedule's quarters and the last step's evaluation depend on it
     *_leaves("train", "steps eval_tasks"),
     *_leaves("ablation", "routes critic memory"),

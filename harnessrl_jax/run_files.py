@@ -199,6 +199,7 @@ TASK_ID, CRITERION_ID = "task_id", "criterion_id"
 RESPONSE = "response"             # heldout_responses.jsonl: the greedy response
 GROUP_TASK = "task"               # oracle_groups.jsonl: the task as drawn (its seed rubric)
 ROUTE = "route"                   # evolver_candidates.jsonl
+OFFERED_FROM = "offered_from"     # evolver_candidates.jsonl: the task a repair came from
 LABEL = "label"                   # attributions.jsonl: the attributor label used
 SIGNALS = "signals"               # attributions.jsonl: the label's evidence, and
 CORRELATIONAL_LABEL = "correlational_label"   # the label before the interventional test

@@ -188,7 +188,7 @@ class Run:
 
 
 def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParams,
-             history_log: HistoryLog):
+             history_log: HistoryLog, train_tasks: Sequence[Task]):
   """(evolve function, fresh memory or None, calibration ops to apply to H_0)."""
   ev = cfg.evolver
   if not ev.enabled:
@@ -203,7 +203,8 @@ def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParam
   evolver = build_evolver(
       cfg, judge=judge, history_log=history_log,
       candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None,
-      attribution_log=os.path.join(workdir, run_files.ATTRIBUTIONS) if primary else None)
+      attribution_log=os.path.join(workdir, run_files.ATTRIBUTIONS) if primary else None,
+      tasks=train_tasks)
   memory = Memory(cfg.memory, embedder_from_config(cfg.memory)) if cfg.ablation.memory else None
   return loop.make_evolve(evolver, texts, law), memory, setup_ops
 
@@ -225,7 +226,7 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
   history_log = HistoryLog(os.path.join(workdir, run_files.HISTORY),
                            write=distributed.is_primary())
   evolve, memory, setup_ops = _evolver(cfg, workdir, judge=judge, texts=texts, law=law,
-                                       history_log=history_log)
+                                       history_log=history_log, train_tasks=train_tasks)
   tx = make_optimizer(cfg.rl)
   # The reference policy is a frozen copy of the initial policy, rebuilt (not restored) on
   # resume; init_state gives it its own buffers, as train_step donates the state's.

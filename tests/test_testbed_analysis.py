@@ -69,7 +69,8 @@ CANDIDATES = [(0, "t1", "accepted"),   # 1/6 -> 1/3 at step 1: no drop
               (0, "t2", "accepted"),   # 1 -> 1/2: a drop
               (0, "t1", "rejected"),
               (1, "t2", "accepted"),   # no later draw
-              (3, "t1", "accepted")]   # no group logged at step 3
+              (3, "t1", "accepted"),   # no group logged at step 3
+              (0, "t2", "accepted", "t1")]   # offered from t1: counted apart
 
 
 def _jsonl(path, rows):
@@ -101,7 +102,8 @@ def _run(root, arm, seed, *, logged_score=100.0):
          {rf.CORRELATIONAL_LABEL: before}} for s, t, c, label, before in ATTRIBUTIONS])
     _jsonl(os.path.join(d, rf.CANDIDATES), [
         {rf.STEP: s, rf.TASK_ID: t, rf.ROUTE: "rubric", rf.CRITERION_ID: "pad", "round": 0,
-         rf.VERDICT: v, "candidate": None, "measurement": None} for s, t, v in CANDIDATES])
+         rf.VERDICT: v, "candidate": None, "measurement": None, rf.OFFERED_FROM: src}
+        for s, t, v, *rest in CANDIDATES for src in [rest[0] if rest else ""]])
   elif seed == 0:   # a static run: an empty candidates file, or (seed 1) none at all
     _jsonl(os.path.join(d, rf.CANDIDATES), [])
   return d
@@ -204,8 +206,9 @@ def test_attributor_counts(measures):
 def test_critic_and_cost(measures):
   c = measures[("harnessrl", 0)]["critic"]
   assert {k: c[k] for k in ("accepted", "followed_by_drop", "no_later_draw",
-                            "not_logged")} == {"accepted": 4, "followed_by_drop": 1,
-                                               "no_later_draw": 1, "not_logged": 1}
+                            "not_logged", "offered")} == {
+                                "accepted": 4, "followed_by_drop": 1, "no_later_draw": 1,
+                                "not_logged": 1, "offered": 1}
   assert [(e[rf.STEP], e[rf.TASK_ID], e["next_step"]) for e in c["events"]] == [
       (0, "t1", 1), (0, "t2", 1)]
   assert measures[("grpo_static", 0)]["critic"]["accepted"] == 0    # empty file

@@ -39,7 +39,7 @@ report.json:
         "attributor": {"seeds", "rows", "matched", "no_truth", "unplanted",
         "spurious_unplanted", "intervened", "used" / "correlational": {label: {"tp", "fp",
         "fn", "precision", "recall"}}} | null, "critic": {"seeds", "accepted",
-        "followed_by_drop", "no_later_draw", "not_logged", "drop_rate"} | null,
+        "followed_by_drop", "no_later_draw", "not_logged", "offered", "drop_rate"} | null,
         "cost": {"seeds", "wall_hours", "evolver_share"} | null}},
    "critic_comparison": {"with", "without", "seeds", "drop_rate_difference"} | null,
    "seed_mismatches": [{"arm", "seed", "step", "seed_score", "run_score"}],
@@ -250,8 +250,8 @@ def _critic(by_seed: Mapping[Any, Mapping], boot) -> dict | None:
   if not found:
     return None
   r = boot(_seed_units([([c["followed_by_drop"]], [_measured(c)]) for c in found]))
-  return {"seeds": len(found), **{k: sum(c[k] for c in found) for k in (
-      "accepted", "followed_by_drop", "no_later_draw", "not_logged")},
+  return {"seeds": len(found), **{k: sum(c.get(k, 0) for c in found) for k in (
+      "accepted", "followed_by_drop", "no_later_draw", "not_logged", "offered")},
           "drop_rate": _interval(r, 0, len(found), "seeds")}
 
 
@@ -543,15 +543,18 @@ def _attributor_section(summary: Mapping) -> list[str]:
 
 def _critic_section(summary: Mapping) -> list[str]:
   lines = ["An accepted update is followed by a drop when the task's next logged group has a "
-           "lower mean oracle reward than its group at the update's step.", ""]
+           "lower mean oracle reward than its group at the update's step. Repairs offered "
+           "from another task (evolver.transfer_tasks) are counted apart: their task was "
+           "not drawn at that step.", ""]
   rows = []
   for arm, d in summary["arms_detail"].items():
     c = d["critic"]
-    rows.append([arm] + (["n/a"] * 6 if c is None else [
+    rows.append([arm] + (["n/a"] * 7 if c is None else [
         str(c["accepted"]), str(_measured(c)), str(c["followed_by_drop"]),
-        _fmt(c["drop_rate"], 100), str(c["no_later_draw"]), str(c["not_logged"])]))
+        _fmt(c["drop_rate"], 100), str(c["no_later_draw"]), str(c["not_logged"]),
+        str(c["offered"])]))
   lines += _table(["arm", "accepted", "measured", "followed by drop", "drop %",
-                   "no later draw", "not logged"], rows)
+                   "no later draw", "not logged", "offered repairs accepted"], rows)
   cmp = summary["critic_comparison"]
   lines.append("With vs without the critic: " + (
       "n/a (no seed has both arms' candidates)" if cmp is None else

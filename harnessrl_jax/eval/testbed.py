@@ -45,7 +45,8 @@ check (every testbed criterion has one; a criterion without a check is left unsc
                  "spurious_unplanted", "intervened",
                  "used" / "correlational": {label: {"tp", "fp", "fn"}}},
    "critic": null (no candidates) | {"accepted", "followed_by_drop", "no_later_draw",
-             "not_logged", "events": [{"step", "task_id", "route", "reward", "next_step",
+             "not_logged", "offered" (accepted repairs offered from another task, counted
+             apart: their task was not drawn at that step), "events": [{"step", "task_id", "route", "reward", "next_step",
                                        "next_reward"}]},
    "cost": null (no metrics) | {"steps", "wall_s", "evolver_s", "evolver_share"},
    "absent": [file names], "problems": ["FILE:LINE: why"]}
@@ -455,7 +456,7 @@ def _critic(rows, pooled: Mapping[tuple[int, str], _Pooled], problems: list[str]
   for step, tid in sorted(pooled):
     draws[tid].append(step)
   out: dict[str, Any] = dict.fromkeys(("accepted", "followed_by_drop", "no_later_draw",
-                                        "not_logged"), 0)
+                                        "not_logged", "offered"), 0)
   events = []
   for where, row in rows:
     step, tid = row.get(rf.STEP), row.get(rf.TASK_ID)
@@ -464,6 +465,9 @@ def _critic(rows, pooled: Mapping[tuple[int, str], _Pooled], problems: list[str]
                       f"{', '.join(rf.VERDICTS)}")
       continue
     if row[rf.VERDICT] != rf.ACCEPTED:
+      continue
+    if row.get(rf.OFFERED_FROM):
+      out["offered"] += 1
       continue
     out["accepted"] += 1
     reward = _mean(pooled[(step, tid)].rewards) if (step, tid) in pooled else None

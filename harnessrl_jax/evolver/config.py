@@ -61,6 +61,12 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       removed real content, not a surface feature).
     resample_j: J of the critic's guidance re-sample (0: rollout.num_samples).
     negative_weight: points of a penalty criterion created for a detected hack.
+    transfer_tasks: the most other tasks per step to which the step's accepted rubric
+      repairs are offered (beyond the paper; 0: off, the paper's per-task edits). A repair
+      is offered to tasks whose rubric holds its target criterion word for word and check
+      for check; the critic measures each offer on a group the frozen policy samples for
+      that task (one batched call per step) and accepts it under the usual conditions
+      (evolver/transfer.py).
     async_evolver: run step t's evolver while the RL update of step t+1 proceeds (the
       harness used for sampling is then one step stale); see evolver.AsyncEvolver.
     calibrate_tasks: tasks of the training pool the cold-start pass measures (0: all).
@@ -95,6 +101,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_rest_points = 10.0
   c.resample_j = 0
   c.negative_weight = 10.0
+  c.transfer_tasks = 0
   c.async_evolver = False
   c.calibrate_tasks = 0
   c.calibrate_min_band = 1.0
@@ -135,6 +142,7 @@ class EvolverConfig:
   intervention_rest_points: float
   resample_j: int
   negative_weight: float
+  transfer_tasks: int
   async_evolver: bool
   calibrate_tasks: int
   calibrate_min_band: float
@@ -147,6 +155,9 @@ class EvolverConfig:
                           f"of {BACKENDS}")
     if self.rounds < 0:
       raise ConfigError(f"config.evolver.rounds = {self.rounds}: must be >= 0")
+    if self.transfer_tasks < 0:
+      raise ConfigError(f"config.evolver.transfer_tasks = {self.transfer_tasks}: must be "
+                        ">= 0 (0: off)")
     for route in ("guidance", "rubric"):
       check_band(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
     if not 0.0 <= self.intervention_flip_share < 1.0:
@@ -177,7 +188,8 @@ class EvolverConfig:
         intervention_flip_share=float(ev.intervention_flip_share),
         intervention_rest_points=float(ev.intervention_rest_points),
         resample_j=int(ev.resample_j),
-        negative_weight=float(ev.negative_weight), async_evolver=bool(ev.async_evolver),
+        negative_weight=float(ev.negative_weight), transfer_tasks=int(ev.transfer_tasks),
+        async_evolver=bool(ev.async_evolver),
         calibrate_tasks=int(ev.calibrate_tasks),
         calibrate_min_band=float(ev.calibrate_min_band),
         max_unscored_share=float(ev.max_unscored_share))

@@ -9,6 +9,10 @@ Per drawn task, in draw order:
      (so that it tries another kind of change), up to B rounds; then a noop is recorded.
      An accepted candidate's ops are applied (and logged to the harness history) before
      the next route or task is considered;
+  2b. with evolver.transfer_tasks > 0 (beyond the paper), after all drawn tasks: each rubric
+     candidate accepted this step is offered to other tasks whose rubric holds its target
+     criterion word for word and check for check (transfer.py); the frozen policy samples
+     a group for each (one batched call) and the critic measures the offer on it;
   3. write-back: the draw (scores, rewards, labels, accepted ops, measurements) goes into
      memory's time index; after all tasks, the semantics index is synced to H_{t+1};
   4. the critic's cells without a verdict, over all its measurements of the step, are
@@ -41,15 +45,20 @@ from typing import Any
 import jax
 
 from harnessrl_jax import run_files as rf
+from harnessrl_jax.data.schema import Criterion, Task
+from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.evolver import transfer
 from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.critic import Critic
 from harnessrl_jax.evolver.proposer import ProposalRequest
 from harnessrl_jax.evolver.types import (Candidate, Cost, CriterionLabel, Feedback, Group,
                                          Measurement, TaskAttribution)
+from harnessrl_jax.harness import guidance as hguidance
 from harnessrl_jax.harness.digest import digest
 from harnessrl_jax.harness.history import HistoryLog, HistoryRecord, apply_logged
 from harnessrl_jax.harness.ops import op_to_json
 from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.memory.time_index import make_draw
 from harnessrl_jax.rollout.texts import Resample
@@ -70,12 +79,14 @@ class CandidateRecord:
   candidate: Candidate | None = None
   measurement: Measurement | None = None
   note: str = ""
+  offered_from: str = ""            # an offered repair (transfer.py): the task it came from
 
   def to_json(self) -> dict[str, Any]:
     return {"step": self.step, "task_id": self.task_id, "route": self.route,
             "criterion_id": self.criterion_id, "round": self.round, "verdict": self.verdict,
             "candidate": self.candidate and self.candidate.to_json(),
-            "measurement": self.measurement and self.measurement.to_json(), "note": self.note}
+            "measurement": self.measurement and self.measurement.to_json(), "note": self.note,
+            rf.OFFERED_FROM: self.offered_from}
 
 
 ROLES = ("attributor", "proposer", "critic")
@@ -163,6 +174,10 @@ def _targets(labels: Sequence[CriterionLabel], route: str, weights: dict[str, fl
   return [lab for _, lab in sorted(cands, key=rank)]
 
 
+def _criterion_of(group: Group, criterion_id: str) -> Criterion:
+  return next(c for c in group.criteria if c.id == criterion_id)
+
+
 def _same_rubric(group: Group, h: Harness) -> bool:
   now = h.criteria(group.task_id)
   return [(c.id, c.text) for c in now] == [(c.id, c.text) for c in group.criteria]
@@ -174,8 +189,14 @@ class Evolver:
 
   def __init__(self, config: EvolverConfig, *, attributor, proposer, critic: Critic,
                history_log: HistoryLog | None = None, candidate_log: str | None = None,
-               attribution_log: str | None = None):
+               attribution_log: str | None = None, tasks: Sequence[Task] = ()):
+    """`tasks`: the training pool, by which accepted rubric repairs are offered to other
+    tasks (evolver.transfer_tasks; transfer.py)."""
+    if config.transfer_tasks and not tasks:
+      raise HarnessError("evolver.transfer_tasks > 0 needs the training tasks: pass tasks= "
+                         "to build_evolver / Evolver")
     self.config = config
+    self.tasks = {t.id: t for t in tasks}
     self.attributor = attributor
     self.proposer = proposer
     self.critic = critic
@@ -197,6 +218,7 @@ class Evolver:
     history: list[HistoryRecord] = []
     attributions = []
     current = digest(h)
+    repaired: list[tuple[Candidate, Criterion, CriterionLabel]] = []
     for gi, group in enumerate(groups):
       (att, cost), wall = _timed(self.attributor.attribute, group, h, memory, step)
       tally["attributor"] = tally["attributor"].add(cost, wall)
@@ -226,6 +248,8 @@ class Evolver:
                                              memory, step, k, resample=resample)
               tally["critic"] = tally["critic"].add(cost, wall)
               if meas.accepted:
+                if route == "rubric":
+                  repaired.append((cand, _criterion_of(group, target.criterion_id), target))
                 for op in cand.ops:
                   h, rec = apply_logged(h, op, step=step, log=self.history_log,
                                         digest_before=current, measurement={
@@ -260,6 +284,12 @@ class Evolver:
             labels={lab.criterion_id: lab.label for lab in att.labels},
             actions=tuple(actions),
             measurements=tuple(r.to_json() for r in task_records)), group.responses)
+    if repaired and self.config.transfer_tasks:
+      h, current, offered = self._offer(h, current, repaired, step=step,
+                                        key=jax.random.fold_in(key, len(groups)),
+                                        memory=memory, resample=resample, tally=tally,
+                                        history=history)
+      records.extend(offered)
     if memory is not None:
       memory.sync_rubrics(h)
     if self.candidate_log:
@@ -269,6 +299,68 @@ class Evolver:
     self._check_critic(step, tally["critic"].cost.unscored, records)
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
                       {role: t.to_json() for role, t in tally.items()})
+
+  def _offer(self, h: Harness, current: str, repaired, *, step: int, key: jax.Array, memory,
+             resample: Resample | None, tally: dict[str, Tally], history: list
+             ) -> tuple[Harness, str, list[CandidateRecord]]:
+    """Offers the step's accepted rubric repairs to the other tasks sharing their target
+    criterion (evolver/transfer.py): the frozen policy samples a group for each offered
+    task (one batched call), graded under that task's rubric; the critic then measures the
+    retargeted candidate on it as on a recorded group. Returns (harness, digest, records)."""
+    if resample is None:
+      raise HarnessError("evolver.transfer_tasks needs the step's resample function: pass "
+                         "resample= to Evolver.step / AsyncEvolver.submit")
+    labels = {(c.task_id, c.criterion_id): lab for c, _, lab in repaired}
+    found = transfer.offers([(c, crit) for c, crit, _ in repaired], h,
+                            {tid: t.user_text for tid, t in self.tasks.items()},
+                            self.config.transfer_tasks)
+    if not found:
+      return h, current, []
+    tasks = [self.tasks[copy.task_id] for _, copy in found]
+    prompts = [hguidance.render_prompt(t, h, training=True) for t in tasks]
+    (responses, cost), wall = _timed(self._sample_and_grade, h, tasks, prompts, key,
+                                     resample)
+    tally["critic"] = tally["critic"].add(cost, wall)
+    records = []
+    for i, ((source, cand), (task, rs)) in enumerate(zip(found, zip(tasks, responses))):
+      criteria = h.criteria(task.id)
+      group = Group(task, criteria, rs[0], rs[1], rs[2], rs[3])
+      was = labels[(source.task_id, source.criterion_id)]
+      label = dataclasses.replace(was, criterion_id=cand.criterion_id,
+                                  evidence=(), signals=(("offered_from", source.task_id),))
+      (meas, _, cost), wall = _timed(self.critic.measure, cand, h, group, label, memory,
+                                     step, jax.random.fold_in(key, i), resample=resample)
+      tally["critic"] = tally["critic"].add(cost, wall)
+      note = f"offered from task {source.task_id!r} (criterion {source.criterion_id!r})"
+      if meas.accepted:
+        for op in cand.ops:
+          h, rec = apply_logged(h, op, step=step, log=self.history_log, digest_before=current,
+                                measurement={"candidate": cand.kind, "route": "rubric",
+                                             "criterion_id": cand.criterion_id,
+                                             "label": label.to_json(),
+                                             "critic": meas.to_json(), "offered_from":
+                                             source.task_id})
+          current = rec.digest_after
+          history.append(rec)
+        verdict = rf.ACCEPTED
+      else:
+        verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
+      records.append(CandidateRecord(step, task.id, "rubric", cand.criterion_id, 0, verdict,
+                                     cand, meas, note=note, offered_from=source.task_id))
+    return h, current, records
+
+  def _sample_and_grade(self, h: Harness, tasks, prompts, key, resample):
+    """Per task (responses, scores, scored, rewards) of a fresh group of the frozen policy,
+    graded under the task's rubric in `h`, and what that cost."""
+    j = self.critic.j
+    sampled = resample(prompts, key, j)
+    judged = grade(self.critic.judge, tasks, sampled, [h.criteria(t.id) for t in tasks],
+                   check_limit=False)
+    cost = Cost(llm_requests=judged.requests, judge_cells=judged.cells,
+                rollouts=sum(len(r) for r in sampled), unscored=judged.unscored)
+    return [(tuple(r), judged.scores[i, :len(h.criteria(t.id)), :len(r)],
+             judged.scored[i, :len(h.criteria(t.id)), :len(r)], judged.rewards[i, :len(r)])
+            for i, (t, r) in enumerate(zip(tasks, sampled))], cost
 
   def _check_critic(self, step: int, lost, records: Sequence[CandidateRecord]) -> None:
     """CriticError when the critic's lost cells of the step (`lost`, an Unscored) pass

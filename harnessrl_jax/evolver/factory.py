@@ -20,7 +20,7 @@ def calibration_of(evolver: EvolverConfig) -> Calibration | None:
 
 def build_evolver(config, *, judge, client=None, history_log=None,
                   candidate_log: str | None = None,
-                  attribution_log: str | None = None) -> Evolver:
+                  attribution_log: str | None = None, tasks=()) -> Evolver:
   """The Evolver of `config` (the whole tree: evolver, ablation, judge, rollout, harness
   sections), its roles built once and already shaped by `config.ablation`.
 
@@ -33,6 +33,8 @@ def build_evolver(config, *, judge, client=None, history_log=None,
       from config.judge (backend evolver.llm_backend, default the judge's).
     history_log / candidate_log / attribution_log: where accepted ops / every candidate
       record / every criterion's label are appended.
+    tasks: the training pool (needed when evolver.transfer_tasks > 0: the tasks an
+      accepted rubric repair is offered to).
 
   The frozen policy the critic re-samples with is not built here: pass it to each
   `Evolver.step(..., resample=...)`.
@@ -49,7 +51,7 @@ def build_evolver(config, *, judge, client=None, history_log=None,
   proposer = make_proposer(ev, client=client, routes=ablation.routes)
   return Evolver(ev, attributor=attributor, proposer=proposer, critic=critic,
                  history_log=history_log, candidate_log=candidate_log,
-                 attribution_log=attribution_log)
+                 attribution_log=attribution_log, tasks=tasks)
 
 
 def _llm_client(judge_section, llm_backend: str, judge):

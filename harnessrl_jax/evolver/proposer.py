@@ -93,7 +93,7 @@ def _first_sentence(text: str, limit: int = 200) -> str:
   return (s[0] if s else text.strip())[:limit]
 
 
-def _fresh_id(h: Harness, task_id: str, base: str) -> str:
+def fresh_id(h: Harness, task_id: str, base: str) -> str:
   t = h.task(task_id)
   used = {c.id for c in t.criteria} | set(t.retired_ids)
   cid, n = base, 1
@@ -303,20 +303,29 @@ def _tighten(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tu
   exploit-closing version; only when that version fails a satisfying response the old
   check passes (else the regrade would not move)."""
   del config
-  if crit.anchor or crit.check is None or crit.check.type not in TIGHTEN:
-    return ()
   prompt = req.group.task.user_text
-  found = TIGHTEN[crit.check.type](thaw(crit.check.args), prompt)
+  found = tightened(crit, prompt)
   if found is None:
     return ()
-  check, clause = found
+  text, check = found
   yes, _ = _split_group(req)
   closed = [old and not new for old, new in
             zip(_passes(crit.check, yes, prompt), _passes(check, yes, prompt))]
   if not any(closed):
     return ()
-  text = f"{crit.text.strip().rstrip('.')}; {clause}."
   return (hops.RubricRewrite(req.group.task_id, crit.id, text, check),)
+
+
+def tightened(crit: Criterion, prompt: str) -> tuple[str, Check] | None:
+  """(text, check) of `crit` with its check replaced by the exploit-closing version for
+  this task's `prompt` (`TIGHTEN`); None for an anchor or a check without one."""
+  if crit.anchor or crit.check is None or crit.check.type not in TIGHTEN:
+    return None
+  found = TIGHTEN[crit.check.type](thaw(crit.check.args), prompt)
+  if found is None:
+    return None
+  check, clause = found
+  return f"{crit.text.strip().rstrip('.')}; {clause}.", check
 
 
 def _rewrite(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
@@ -407,7 +416,7 @@ def _negative(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> t
     else:
       text = ("Pads the response with repetition or filler so that it looks like it meets "
               f"\"{crit.text.strip()}\"")
-  cid = _fresh_id(h, tid, f"{crit.id}-hack")
+  cid = fresh_id(h, tid, f"{crit.id}-hack")
   return (hops.RubricCreate(tid, cid, text, -config.negative_weight, ("evolver", "hack"),
                             check),)
 
@@ -423,7 +432,7 @@ def _split(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tupl
   parts = parts[:2] if len(parts) == 2 else [parts[0], " and ".join(parts[1:])]
   w = float(crit.weight) / 2
   return (hops.RubricSplit(tid, crit.id, tuple(
-      (_fresh_id(h, tid, f"{crit.id}-{s}"), p, w) for s, p in zip("ab", parts))),)
+      (fresh_id(h, tid, f"{crit.id}-{s}"), p, w) for s, p in zip("ab", parts))),)
 
 
 def _reweight(req: ProposalRequest, crit: Criterion, config: EvolverConfig) -> tuple:
