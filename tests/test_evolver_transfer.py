@@ -176,3 +176,18 @@ def test_a_tightened_check_is_derived_again_from_the_siblings_prompt():
   halve = Candidate("rubric", "t-a", "c2", (RubricReweight("t-a", "c2", 2.0),),
                     "rubric:reweight")
   assert transfer.retarget(halve, h, stock, "t-b", stock, b.user_text) is None
+
+
+def test_without_the_critic_offers_are_accepted_unmeasured():
+  tasks = [anchored(t) for t in (A, B, C, D)]
+  judge = program_judge()
+  h = from_tasks(tasks)
+  policy = fx.FakePolicy({t.prompt[0].content: RESPONSES[t] for t in (A, B, C, D)})
+  groups = fx.record(tasks[:1], h, [RESPONSES[A]], judge)
+  cfg = fx.settings(transfer_tasks=4)
+  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
+               critic=Critic(judge, cfg, num_samples=4, measure_effect=False), tasks=tasks)
+  res = ev.step(h, groups, step=0, key=jax.random.key(0), resample=policy)
+  assert [(r.task_id, r.verdict) for r in res.records] == [
+      ("t-a", "accepted"), ("t-b", "accepted"), ("t-c", "accepted")]
+  assert policy.calls == []   # nothing sampled

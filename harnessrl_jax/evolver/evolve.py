@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.schema import Criterion, Task
@@ -352,8 +353,11 @@ class Evolver:
   def _sample_and_grade(self, h: Harness, tasks, prompts, key, resample):
     """Per task (responses, scores, scored, rewards) of a fresh group of the frozen policy,
     graded under the task's rubric in `h`, and what that cost."""
-    j = self.critic.j
-    sampled = resample(prompts, key, j)
+    if not self.critic.measure_effect:   # "no critic": offers are not measured
+      return [((), np.zeros((len(h.criteria(t.id)), 0)), np.zeros((len(h.criteria(t.id)), 0),
+                                                                 bool), np.zeros(0))
+              for t in tasks], Cost()
+    sampled = resample(prompts, key, self.critic.j)
     judged = grade(self.critic.judge, tasks, sampled, [h.criteria(t.id) for t in tasks],
                    check_limit=False)
     cost = Cost(llm_requests=judged.requests, judge_cells=judged.cells,
