@@ -97,7 +97,9 @@ def test_sharded_gemma4_equals_unsharded(mesh):
                              want, atol=2e-5, rtol=0)
   got, cache = nnx.jit(step)(model, tokens[:, :8], positions[:, :8], mask[:, :8],
                              init_cache(cfg, 4, 12))
-  np.testing.assert_allclose(np.asarray(got), want[:, :8], atol=2e-5, rtol=0)
+  # Real tokens only: padding queries (row 1's first 3) are free to differ.
+  np.testing.assert_allclose(np.asarray(got)[mask[:, :8]], want[:, :8][mask[:, :8]], atol=2e-5,
+                             rtol=0)
   for i in range(8, 12):   # past the window of 4: the rings have wrapped
     got, cache = nnx.jit(step)(model, tokens[:, i:i + 1], positions[:, i:i + 1],
                                mask[:, i:i + 1], cache)

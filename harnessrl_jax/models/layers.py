@@ -174,10 +174,9 @@ class Attention(nnx.Module):
     self.shared = shared
     gemma4 = cfg.family == "gemma4"
     q_width = cfg.num_heads * hd * (2 if cfg.attn_output_gate else 1)
+    # Created in the order q, k, v, o: a seed gives the same weights as before Gemma 4.
     self.q_proj = Linear(d, q_width, ("embed", "q_heads"), cfg,
                          bias=cfg.attention_bias, rngs=rngs)
-    self.o_proj = Linear(cfg.num_heads * hd, d, ("q_heads", "embed"), cfg, rngs=rngs)
-    self.q_norm = RMSNorm(hd, cfg, "head_dim") if cfg.qk_norm else None
     own = not shared   # a KV-shared layer has no key/value weights
     kv_width = self.kv_heads * hd
     self.k_proj = (Linear(d, kv_width, ("embed", "kv_heads"), cfg, bias=cfg.attention_bias,
@@ -185,6 +184,8 @@ class Attention(nnx.Module):
     k_eq_v = cfg.attention_k_eq_v and layer_type == "full_attention"
     self.v_proj = (Linear(d, kv_width, ("embed", "kv_heads"), cfg, bias=cfg.attention_bias,
                           rngs=rngs) if own and not k_eq_v else None)
+    self.o_proj = Linear(cfg.num_heads * hd, d, ("q_heads", "embed"), cfg, rngs=rngs)
+    self.q_norm = RMSNorm(hd, cfg, "head_dim") if cfg.qk_norm else None
     self.k_norm = RMSNorm(hd, cfg, "head_dim") if own and cfg.qk_norm else None
     self.v_norm = RMSNorm(hd, cfg, "head_dim", scale=False) if own and gemma4 else None
 
