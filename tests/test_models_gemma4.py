@@ -37,7 +37,7 @@ CASES = {
         layer_types=TYPES, global_head_dim=32, num_global_key_value_heads=1,
         attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
         hidden_size_per_layer_input=8, vocab_size_per_layer_input=264,
-        final_logit_softcapping=6.0),
+        final_logit_softcapping=30.0),
     "plain": dict(
         layer_types=TYPES, global_head_dim=24, attention_k_eq_v=False,
         hidden_size_per_layer_input=0,
@@ -56,12 +56,17 @@ def hf_config(**fields) -> transformers.Gemma4TextConfig:
 
 def randomise(model: torch.nn.Module, seed: int) -> None:
   """Weights large enough that logits are O(1): 1e-4 then means something. Gemma 4's norm
-  weights multiply as they are (not 1 + w), so they scatter around 1; layer scalars too."""
+  weights multiply as they are (not 1 + w), so they scatter around 1; layer scalars too.
+  Its scores are not scaled (scale 1): q/k norm weights around head_dim**-0.25 put the
+  1/sqrt(head_dim) there, as trained weights must, so that softmaxes are not near one-hot
+  (which would amplify float32 rounding past the tolerance in either implementation)."""
   gen = torch.Generator().manual_seed(seed)
   with torch.no_grad():
     for name, p in model.named_parameters():
       noise = torch.randn(p.shape, generator=gen)
-      if name.endswith("norm.weight"):
+      if name.endswith(("q_norm.weight", "k_norm.weight")):
+        p.copy_(p.shape[-1] ** -0.25 * (1.0 + 0.3 * noise))
+      elif name.endswith("norm.weight"):
         p.copy_(1.0 + 0.3 * noise)
       elif "embed_tokens" in name or "lm_head" in name:
         p.copy_(noise)
@@ -105,7 +110,7 @@ def test_config_reads_every_feature(pair):
     assert cfg.num_kv_shared_layers == 2 and cfg.double_wide_mlp
     assert (cfg.per_layer_input_size, cfg.per_layer_vocab_size) == (8, 264)
     assert cfg.rope_scaling["rope_type"] == "proportional"
-    assert cfg.final_logit_softcapping == 6.0
+    assert cfg.final_logit_softcapping == 30.0
     # Layer 4 (sliding) reads layer 3's keys, layer 5 (full) layer 1's.
     assert [cfg.kv_source(i) for i in range(6)] == [None] * 4 + [3, 1]
   else:
