@@ -7,7 +7,8 @@ every dense Gemma 4 feature at once: sliding and full layers, full layers with t
 head size, one KV head and K = V, proportional RoPE, per-layer inputs, layer scalars, two
 KV-shared layers (one per type, the full one sharing with a layer three back) with
 double-wide MLPs, soft-capped logits. "plain" is the other branch of each: separate K and V,
-no per-layer inputs, no KV sharing, default RoPE on full layers.
+no per-layer inputs, no KV sharing, default RoPE on full layers. "moe" adds the MoE block
+(4 experts, top 2) to every layer, as the MoE checkpoints do, with per-type heads and K = V.
 """
 
 import jax
@@ -43,6 +44,10 @@ CASES = {
         hidden_size_per_layer_input=0,
         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+    "moe": dict(
+        layer_types=TYPES, global_head_dim=32, num_global_key_value_heads=1,
+        attention_k_eq_v=True, hidden_size_per_layer_input=0, enable_moe_block=True,
+        num_experts=4, top_k_experts=2, moe_intermediate_size=24),
 }
 
 
@@ -66,7 +71,7 @@ def randomise(model: torch.nn.Module, seed: int) -> None:
       noise = torch.randn(p.shape, generator=gen)
       if name.endswith(("q_norm.weight", "k_norm.weight")):
         p.copy_(p.shape[-1] ** -0.25 * (1.0 + 0.3 * noise))
-      elif name.endswith("norm.weight"):
+      elif name.endswith(("norm.weight", "scale")):   # norms, the router's scales
         p.copy_(1.0 + 0.3 * noise)
       elif "embed_tokens" in name or "lm_head" in name:
         p.copy_(noise)
@@ -105,6 +110,8 @@ def test_config_reads_every_feature(pair):
   name, _, _, cfg = pair
   assert cfg.family == "gemma4" and not cfg.scan_layers
   assert cfg.layer_types == tuple(TYPES) and cfg.sliding_window == WINDOW
+  assert (cfg.num_experts, cfg.top_k_experts, cfg.moe_intermediate_size) == (
+      (4, 2, 24) if name == "moe" else (0, 0, 0))
   if name == "all_features":
     assert (cfg.global_head_dim, cfg.num_global_kv_heads, cfg.attention_k_eq_v) == (32, 1, True)
     assert cfg.num_kv_shared_layers == 2 and cfg.double_wide_mlp
@@ -113,7 +120,7 @@ def test_config_reads_every_feature(pair):
     assert cfg.final_logit_softcapping == 30.0
     # Layer 4 (sliding) reads layer 3's keys, layer 5 (full) layer 1's.
     assert [cfg.kv_source(i) for i in range(6)] == [None] * 4 + [3, 1]
-  else:
+  elif name == "plain":
     assert (cfg.head_dim_of("full_attention"), cfg.kv_heads_of("full_attention")) == (24, 2)
     assert cfg.rope_scaling is None and not cfg.per_layer_input_size
     assert not cfg.attention_k_eq_v and cfg.num_kv_shared_layers == 0
@@ -248,11 +255,7 @@ def test_tiny_gemma4_runs_and_caches():
   np.testing.assert_allclose(np.concatenate([first, last], 1), want, atol=1e-5, rtol=0)
 
 
-def test_moe_and_multimodal_configs_are_refused():
-  cfg = hf_config(enable_moe_block=True, num_experts=4, top_k_experts=2,
-                  moe_intermediate_size=32).to_dict()
-  with pytest.raises(ConfigError, match="enable_moe_block"):
-    ModelConfig.from_hf(cfg)
+def test_multimodal_and_bidirectional_configs_are_refused():
   with pytest.raises(ConfigError, match="multimodal Gemma 4"):
     ModelConfig.from_hf({"model_type": "gemma4", "text_config": hf_config().to_dict()})
   with pytest.raises(ConfigError, match="use_bidirectional_attention"):

@@ -81,10 +81,13 @@ def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
   assert len(cache.linear) == 2 and cache.k.shape[0] == 1
 
 
-def test_sharded_gemma4_equals_unsharded(mesh):
-  """Gemma 4 (tiny: per-type head sizes, K = V, per-layer inputs, KV-shared layers): forward,
-  then a cached prefill and decode steps (rings and full-length KV) on the (2, 4) mesh."""
-  cfg = ModelConfig.tiny("gemma4")
+@pytest.mark.parametrize("moe", [False, True])
+def test_sharded_gemma4_equals_unsharded(mesh, moe):
+  """Gemma 4 (tiny: per-type head sizes, K = V, per-layer inputs, KV-shared layers; moe: and
+  a 4-expert block in every layer): forward, then a cached prefill and decode steps (rings
+  and full-length KV) on the (2, 4) mesh."""
+  cfg = ModelConfig.tiny("gemma4", **(
+      dict(num_experts=4, top_k_experts=2, moe_intermediate_size=32) if moe else {}))
   model = Decoder(cfg, rngs=nnx.Rngs(6))
   tokens, positions, mask = _inputs(cfg)
   want = np.asarray(model(tokens, positions, mask)[0])

@@ -6,7 +6,8 @@
 Pre-norm: x + mixer(norm(x)), then x + mlp(norm(x)). Gemma adds a norm on each sublayer's
 output: x + post_norm(mixer(input_norm(x))), then x + post_ff_norm(mlp(pre_ff_norm(x))). HF
 names differ by family: Llama's `post_attention_layernorm` is the norm before the MLP,
-Gemma's the one after attention. Gemma 4 then adds its per-layer input
+Gemma's the one after attention. Gemma 4 MoE layers add a routed expert block (models/moe.py)
+to the MLP's output before its post-norm; Gemma 4 then adds its per-layer input
 (per_layer_inputs.PerLayerGate) and multiplies the block's output by `layer_scalar`.
 """
 
@@ -19,6 +20,7 @@ from flax import nnx
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.layers import MLP, Attention, RMSNorm, param
 from harnessrl_jax.models.linear_attention import GatedDeltaNet
+from harnessrl_jax.models.moe import MoE
 from harnessrl_jax.models.per_layer_inputs import PerLayerGate
 
 
@@ -43,6 +45,10 @@ class Block(nnx.Module):
       self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg)
     else:
       self.pre_feedforward_layernorm = self.post_feedforward_layernorm = None
+    # Gemma 4 MoE: the dense MLP's output gets its own norm and the experts' is added.
+    self.post_feedforward_layernorm_1 = (RMSNorm(cfg.hidden_size, cfg) if cfg.num_experts
+                                         else None)
+    self.moe = MoE(cfg, rngs=rngs) if cfg.num_experts else None
     self.per_layer_gate = (PerLayerGate(cfg, rngs=rngs) if cfg.per_layer_input_size
                            else None)
     # Gemma 4's scalar per layer (HF: a buffer, loaded from the checkpoint; a parameter here).
@@ -67,7 +73,10 @@ class Block(nnx.Module):
       x = x + h
       return x + self.mlp(self.post_attention_layernorm(x)), new_cache, keys
     x = x + self.post_attention_layernorm(h)
-    x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+    h = self.mlp(self.pre_feedforward_layernorm(x))
+    if self.moe is not None:
+      h = self.post_feedforward_layernorm_1(h) + self.moe(x)
+    x = x + self.post_feedforward_layernorm(h)
     if self.per_layer_gate is not None:
       x = x + self.per_layer_gate(x, per_layer_input)
     if self.layer_scalar is not None:

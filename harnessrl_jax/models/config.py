@@ -25,7 +25,9 @@ under `jax.jit`). Families:
            (rope_scaling), per-layer input embeddings (`per_layer_input_size`), a scalar per
            layer, and the last `num_kv_shared_layers` layers reading the keys/values of the
            last earlier layer of their type (their MLPs twice as wide with
-           `double_wide_mlp`). Its layers differ in shape, so it never scans them.
+           `double_wide_mlp`); MoE models (`num_experts` > 0) add a routed expert block
+           beside each layer's MLP (models/moe.py). Its layers differ in shape, so it never
+           scans them.
 `layer_types` names each block's mixer. Sliding and full attention share one parameter
 structure, so such stacks scan as one stacked block; stacks with linear attention scan over
 repeats of their layer pattern (`scan_group`: one stacked block per position in it).
@@ -113,6 +115,9 @@ class ModelConfig:
   double_wide_mlp: bool = False           # ... and have 2 * intermediate_size MLPs
   per_layer_input_size: int = 0           # hidden_size_per_layer_input; 0: none
   per_layer_vocab_size: int = 0           # vocab_size_per_layer_input
+  num_experts: int = 0                    # > 0: a MoE block beside each MLP (models/moe.py)
+  top_k_experts: int = 0
+  moe_intermediate_size: int = 0
 
   def __post_init__(self):
     if self.rope_scaling is not None:
@@ -170,7 +175,8 @@ class ModelConfig:
         raise ConfigError(f"model config: rope_scaling type {rtype!r} is not supported; "
                           f"have {_ROPE_TYPES}")
     gemma4_only = ("global_head_dim", "num_global_kv_heads", "attention_k_eq_v",
-                   "num_kv_shared_layers", "double_wide_mlp", "per_layer_input_size")
+                   "num_kv_shared_layers", "double_wide_mlp", "per_layer_input_size",
+                   "num_experts")
     if self.family != "gemma4":
       for name in gemma4_only:
         if getattr(self, name):
@@ -193,6 +199,12 @@ class ModelConfig:
     if missing:
       raise ConfigError(f"model config: KV-shared layers of type {missing} have no earlier "
                         f"layer of that type to share keys/values with")
+    if self.num_experts and not (0 < self.top_k_experts <= self.num_experts
+                                 and self.moe_intermediate_size > 0):
+      raise ConfigError(f"model config: num_experts={self.num_experts}, top_k_experts="
+                        f"{self.top_k_experts}, moe_intermediate_size="
+                        f"{self.moe_intermediate_size}: need 0 < top_k <= num_experts and a "
+                        "positive size")
     if (self.per_layer_input_size < 0 or
         (self.per_layer_input_size and self.per_layer_vocab_size < 1)):
       raise ConfigError(f"model config: per_layer_input_size={self.per_layer_input_size}, "

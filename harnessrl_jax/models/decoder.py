@@ -11,8 +11,11 @@ Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
     layer_params (optional): `layer_states()`, used instead of the stacked weights (decode).
     cache may also be a kv_cache.DecodeCache (the sampler's decode loop): the same
     contract in the layouts decode attention reads in place.
-  * "sliding_attention" layers (Gemma 3) also need slot s > query slot - sliding_window: the
-    window counts slots (padding included), as HF's masks count cache positions.
+  * "sliding_attention" layers (Gemma 3 and 4) also need slot s > query slot - sliding_window:
+    the window counts slots (padding included), as HF's masks count cache positions.
+  * Gemma 4: per-layer inputs [B,T,L,P] are computed once from the tokens and embeddings
+    and handed to each block; a KV-shared layer attends over the keys/values its source
+    layer (`cfg.kv_source`) read in the same call, under its own mask, and has no cache.
   hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
   logits == logits_from_hidden(hidden_states) == hidden_states @ unembed_matrix in float32,
   soft-capped when cfg.final_logit_softcapping is set.

@@ -7,7 +7,8 @@ head size 512 (`global_head_dim`), per-layer inputs of 256 over a 262144-token v
 Full layers' head size and KV heads come from `per_layer_config` (what transformers writes:
 the same override on every full layer, none on sliding ones) or, in configs written before
 it, `global_head_dim` and `num_global_key_value_heads` (the latter only with
-`attention_k_eq_v`, as transformers reads it). MoE blocks are refused (not implemented).
+`attention_k_eq_v`, as transformers reads it). MoE models (`enable_moe_block`) give
+`num_experts`, `top_k_experts` and `moe_intermediate_size`.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ _DEFAULT_PER_LAYER_VOCAB = 262144
 def from_hf(c: Mapping[str, Any], where: str) -> dict[str, Any]:
   """The Gemma-4-specific ModelConfig fields of a `gemma4_text` config dict (rope_theta and
   rope_scaling included: the full layers'); raises ConfigError on what we do not run."""
+  moe = {}
   if c.get("enable_moe_block"):
-    raise ConfigError(f"{where}: enable_moe_block=true (a Gemma 4 MoE model) is not "
-                      "supported; only dense Gemma 4 text models are")
+    moe = {k: int(c.get(hf) or 0) for k, hf in (("num_experts", "num_experts"),
+                                                 ("top_k_experts", "top_k_experts"),
+                                                 ("moe_intermediate_size",
+                                                  "moe_intermediate_size"))}
   layers = int(c["num_hidden_layers"])
   layer_types = list(c.get("layer_types") or [
       "full_attention" if (i + 1) % _SLIDING_PATTERN == 0 else "sliding_attention"
@@ -64,7 +68,7 @@ def from_hf(c: Mapping[str, Any], where: str) -> dict[str, Any]:
       double_wide_mlp=bool(c.get("use_double_wide_mlp", False)),
       per_layer_input_size=ple,
       per_layer_vocab_size=int(c.get("vocab_size_per_layer_input",
-                                     _DEFAULT_PER_LAYER_VOCAB)) if ple else 0)
+                                     _DEFAULT_PER_LAYER_VOCAB)) if ple else 0, **moe)
 
 
 def _global_heads(c: Mapping[str, Any], layer_types: list[str],
@@ -109,6 +113,8 @@ def to_hf(cfg) -> dict[str, Any]:
       use_double_wide_mlp=cfg.double_wide_mlp,
       hidden_size_per_layer_input=cfg.per_layer_input_size,
       vocab_size_per_layer_input=cfg.per_layer_vocab_size or cfg.vocab_size,
-      enable_moe_block=False,
+      enable_moe_block=bool(cfg.num_experts),
+      num_experts=cfg.num_experts or None, top_k_experts=cfg.top_k_experts or None,
+      moe_intermediate_size=cfg.moe_intermediate_size or None,
       per_layer_config={str(i): override for i, t in enumerate(cfg.layer_types)
                         if t == "full_attention"})

@@ -43,8 +43,9 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 _IGNORED_PREFIXES = ("model.visual.", "mtp.")
 _TEXT_PREFIX = "model.language_model."
 # Our module names that HF's do not have (Gemma 4's per-layer inputs sit on the model and
-# on each layer there), and our bare embedding tables, which HF names `<name>.weight`.
-_UNNAMED_MODULES = ("per_layer_inputs", "per_layer_gate")
+# on each layer there, its router, experts and their norms on the layer), and our bare
+# embedding tables, which HF names `<name>.weight`.
+_UNNAMED_MODULES = ("per_layer_inputs", "per_layer_gate", "moe")
 _TABLES = ("embed_tokens_per_layer",)
 # Tensors of a Gemma 4 KV-shared layer that checkpoints may hold and transformers ignores.
 _SHARED_LAYER_UNUSED = ("k_proj.weight", "v_proj.weight", "k_norm.weight", "v_norm.weight")

@@ -293,7 +293,6 @@ class Attention(nnx.Module):
 
   def _attend_ring(self, q, keys, allowed, decode: bool):
     """Attention over a window-sized ring plus this call's tokens (see __call__)."""
-    old_k, old_v, k, v = keys
     dtype = q.dtype
     old_k, old_v, k, v = (a.astype(dtype) for a in keys)
     # The ring's entry axis in each layout: KVCache [B,W,K,hd]; DecodeCache k [B,K,W,hd],
