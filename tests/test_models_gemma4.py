@@ -12,7 +12,6 @@ no per-layer inputs, no KV sharing, default RoPE on full layers. "moe" adds the 
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -199,8 +198,11 @@ def test_kv_shared_layers_store_no_cache(pair):
 
 
 def test_greedy_matches_transformers_generate(pair):
-  """The rollout sampler (prefill, DecodeCache, rings, decode phases) against generate."""
+  """The rollout sampler (prefill, DecodeCache, rings, decode phases) against generate
+  (not for "plain": its cached logits are tested above, and this compiles a sampler)."""
   name, ref, ours, cfg = pair
+  if name == "plain":
+    pytest.skip("KV sharing and MoE are what the sampler's cache handling could get wrong")
   prompts = [[5, 17, 200, 33, 8], [90], [7, 7, 150, 260, 12, 99, 3, 41, 250], [64, 65]]
   new_tokens, pad = 16, 0
   width = max(map(len, prompts))
@@ -240,26 +242,14 @@ def test_export_round_trip_loads_in_transformers(pair, tmp_path):
   np.testing.assert_array_equal(np.asarray(again(tokens, positions, mask)[0]), got)
 
 
-def test_tiny_gemma4_runs_and_caches():
-  """ModelConfig.tiny("gemma4") (source "tiny"): every feature on; a cached prefill and
-  decode step equals the uncached forward."""
-  cfg = ModelConfig.tiny("gemma4")
-  model = Decoder(cfg, rngs=nnx.Rngs(0))
-  tokens = batch(7, 2, 9)
-  mask = np.ones_like(tokens, dtype=bool)
-  positions = np.broadcast_to(np.arange(9, dtype=np.int32), tokens.shape).copy()
-  want = np.asarray(model(tokens, positions, mask)[0])
-  cache = init_cache(cfg, 2, 9)
-  first, cache = model(tokens[:, :8], positions[:, :8], mask[:, :8], cache)
-  last, cache = model(tokens[:, 8:], positions[:, 8:], mask[:, 8:], cache)
-  np.testing.assert_allclose(np.concatenate([first, last], 1), want, atol=1e-5, rtol=0)
-
-
 def test_multimodal_and_bidirectional_configs_are_refused():
   with pytest.raises(ConfigError, match="multimodal Gemma 4"):
     ModelConfig.from_hf({"model_type": "gemma4", "text_config": hf_config().to_dict()})
   with pytest.raises(ConfigError, match="use_bidirectional_attention"):
     ModelConfig.from_hf({**hf_config().to_dict(), "use_bidirectional_attention": "all"})
+  # "vision" leaves text causal: read as the same model.
+  assert ModelConfig.from_hf({**hf_config().to_dict(), "use_bidirectional_attention": "vision"}
+                             ) == ModelConfig.from_hf(hf_config().to_dict())
 
 
 def test_jetstream_engine_refuses_gemma4():

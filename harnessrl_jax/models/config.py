@@ -16,7 +16,7 @@ under `jax.jit`). Families:
            projection also yields a sigmoid output gate per head, QK-norm, RoPE on the first
            `partial_rotary_factor` of each head, and norms centred on 1 (x * (1 + w), cast after,
            as Gemma's). Text positions only: M-RoPE with equal t/h/w positions is plain RoPE.
-  gemma4 - Gemma 4 text (dense; models/gemma4_config.py reads its HF config): Gemma 3's
+  gemma4 - Gemma 4 text (models/gemma4_config.py reads its HF config): Gemma 3's
            layout (sandwich norms, scaled embeddings, GeGLU, QK-norm, sliding + full layers,
            soft-capped logits) with norm weights used as they are (x * w, not 1 + w),
            attention scores unscaled, a scale-less RMSNorm on values, full layers with their
@@ -242,7 +242,7 @@ class ModelConfig:
 
   @property
   def gemma_style(self) -> bool:
-    """Gemma's norms (1 + w, sandwich), scaled embeddings (see the module docstring)."""
+    """Gemma's sandwich norms and scaled embeddings (see the module docstring)."""
     return self.family in GEMMA_FAMILIES
 
   @property
@@ -352,8 +352,12 @@ class ModelConfig:
     gemma = family in GEMMA_FAMILIES
     for flag in ("mlp_bias", "use_bidirectional_attention") + (() if gemma else
                                                                ("use_sliding_window",)):
-      if c.get(flag):
-        raise ConfigError(f"{where}: {flag}={c[flag]!r} is not supported")
+      value = c.get(flag)
+      # Gemma 4's "vision" makes only image tokens bidirectional: text stays causal.
+      text_causal = (model_type == "gemma4_text" and flag == "use_bidirectional_attention"
+                     and value == "vision")
+      if value and not text_causal:
+        raise ConfigError(f"{where}: {flag}={value!r} is not supported")
     act_field = "hidden_activation" if gemma else "hidden_act"
     act = c.get(act_field) or ("gelu_pytorch_tanh" if gemma else "silu")
     if act != ("gelu_pytorch_tanh" if gemma else "silu"):
