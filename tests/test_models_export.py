@@ -25,7 +25,8 @@ def randomised(cfg: ModelConfig, seed: int) -> Decoder:
   for key, path, x in zip(keys, paths, leaves):
     noise = jax.random.normal(key, x.shape, jnp.float32)
     name = jax.tree_util.keystr(path)
-    if "norm" in name:   # about 1 as a scale; Gemma's and Qwen3.5's are offsets from 1
+    if "norm" in name or "layer_scalar" in name:
+      # About 1 as a scale; Gemma 3's and Qwen3.5's norms are offsets from 1.
       offset = cfg.zero_centred_norms and "linear_attn" not in name
       v = (0.0 if offset else 1.0) + 0.3 * noise
     elif "bias" in name or x.ndim == 1:   # biases; Gated DeltaNet's dt_bias and A_log

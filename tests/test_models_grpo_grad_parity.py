@@ -1,10 +1,11 @@
 """GRPO loss gradients of the new families against transformers + torch autograd.
 
 Our loss (rl.train_step.response_logprobs + rl.losses.grpo_loss) on a tiny random Qwen3.5
-hybrid and Gemma 3, against the same loss written out in torch on transformers' model with
-the same weights (exported by hf_io): the loss value and every parameter's gradient, mapped
-to HF names and layouts by hf_io's own export. Old log-probs differ from the current ones so
-some ratios are clipped; beta > 0 so the k3 KL term's gradient is in it too.
+hybrid, Gemma 3 and Gemma 4, against the same loss written out in torch on transformers'
+model with the same weights (exported by hf_io): the loss value and every parameter's
+gradient, mapped to HF names and layouts by hf_io's own export. Old log-probs differ from
+the current ones so some ratios are clipped; beta > 0 so the k3 KL term's gradient is in it
+too.
 """
 
 import jax
@@ -61,7 +62,7 @@ def _torch_loss(ref_model, batch: RLBatch, old, ref_logp) -> torch.Tensor:
   return (weights * (pg + LOSS_CFG.beta * kl)).sum()
 
 
-@pytest.mark.parametrize("family", ["qwen3_5", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3_5", "gemma3", "gemma4"])
 def test_grpo_gradients_match_torch(tmp_path, family):
   cfg = ModelConfig.tiny(family)
   model = randomised(cfg, seed=11)
@@ -95,15 +96,22 @@ def test_grpo_gradients_match_torch(tmp_path, family):
   theirs = {n: p.grad.numpy() for n, p in ref_model.named_parameters() if p.grad is not None}
   if cfg.tie_word_embeddings:
     ours.pop("lm_head.weight", None)
+  # Gemma 4's layer scalars are buffers in transformers (no gradient), parameters here.
+  scalars = {n for n in ours if n.endswith("layer_scalar")}
+  assert len(scalars) == (cfg.num_layers if cfg.family == "gemma4" else 0)
+  ours = {n: g for n, g in ours.items() if n not in scalars}
   assert set(ours) == set(theirs)
   worst = 0.0
   pad = ref_model.config.pad_token_id
   if pad is not None and (batch.tokens == pad).any():
     # torch's Embedding(padding_idx=pad) passes no gradient to the pad row's input use
     # (Gemma's pad id is 0, a real token here; the tied unembedding still does): measured,
-    # that row is the only one that differs, so it is left out.
+    # that row is the only one that differs, so it is left out (of Gemma 4's per-layer
+    # table too: also an Embedding with padding_idx, and untied, so its row gets none).
     for tree in (ours, theirs):
-      tree["model.embed_tokens.weight"] = np.delete(tree["model.embed_tokens.weight"], pad, 0)
+      for table in ("model.embed_tokens.weight", "model.embed_tokens_per_layer.weight"):
+        if table in tree:
+          tree[table] = np.delete(tree[table], pad, 0)
   for name, g in theirs.items():
     scale = max(np.abs(g).max(), 1e-3)
     err = np.abs(ours[name] - g).max() / scale

@@ -81,6 +81,34 @@ def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
   assert len(cache.linear) == 2 and cache.k.shape[0] == 1
 
 
+@pytest.mark.parametrize("moe", [False, True])
+def test_sharded_gemma4_equals_unsharded(mesh, moe):
+  """Gemma 4 (tiny: per-type head sizes, K = V, per-layer inputs, KV-shared layers; moe: and
+  a 4-expert block in every layer): forward, then a cached prefill and decode steps (rings
+  and full-length KV) on the (2, 4) mesh."""
+  cfg = ModelConfig.tiny("gemma4", **(
+      dict(num_experts=4, top_k_experts=2, moe_intermediate_size=32) if moe else {}))
+  model = Decoder(cfg, rngs=nnx.Rngs(6))
+  tokens, positions, mask = _inputs(cfg)
+  want = np.asarray(model(tokens, positions, mask)[0])
+  step = lambda m, *a: m(*a)
+  sharding.shard_model(model, mesh)
+  # The full layer's q_proj [embed, heads * 32] splits both ways; K = V: no v_proj there.
+  q = model.layers[1].self_attn.q_proj.kernel[...]
+  assert q.sharding.spec == P("fsdp", "tensor") and model.layers[1].self_attn.v_proj is None
+  np.testing.assert_allclose(np.asarray(nnx.jit(step)(model, tokens, positions, mask)[0]),
+                             want, atol=2e-5, rtol=0)
+  got, cache = nnx.jit(step)(model, tokens[:, :8], positions[:, :8], mask[:, :8],
+                             init_cache(cfg, 4, 12))
+  # Real tokens only: padding queries (row 1's first 3) are free to differ.
+  np.testing.assert_allclose(np.asarray(got)[mask[:, :8]], want[:, :8][mask[:, :8]], atol=2e-5,
+                             rtol=0)
+  for i in range(8, 12):   # past the window of 4: the rings have wrapped
+    got, cache = nnx.jit(step)(model, tokens[:, i:i + 1], positions[:, i:i + 1],
+                               mask[:, i:i + 1], cache)
+    np.testing.assert_allclose(np.asarray(got[:, 0]), want[:, i], atol=2e-5, rtol=0)
+
+
 def test_sharded_cached_decode_equals_unsharded(mesh):
   cfg = ModelConfig.tiny("qwen2", scan_layers=False)
   model = Decoder(cfg, rngs=nnx.Rngs(4))

@@ -16,6 +16,18 @@ under `jax.jit`). Families:
            projection also yields a sigmoid output gate per head, QK-norm, RoPE on the first
            `partial_rotary_factor` of each head, and norms centred on 1 (x * (1 + w), cast after,
            as Gemma's). Text positions only: M-RoPE with equal t/h/w positions is plain RoPE.
+  gemma4 - Gemma 4 text (models/gemma4_config.py reads its HF config): Gemma 3's
+           layout (sandwich norms, scaled embeddings, GeGLU, QK-norm, sliding + full layers,
+           soft-capped logits) with norm weights used as they are (x * w, not 1 + w),
+           attention scores unscaled, a scale-less RMSNorm on values, full layers with their
+           own head size and KV heads (`global_head_dim`, `num_global_kv_heads`), optionally
+           keys reused as values there (`attention_k_eq_v`), "proportional" RoPE on them
+           (rope_scaling), per-layer input embeddings (`per_layer_input_size`), a scalar per
+           layer, and the last `num_kv_shared_layers` layers reading the keys/values of the
+           last earlier layer of their type (their MLPs twice as wide with
+           `double_wide_mlp`); MoE models (`num_experts` > 0) add a routed expert block
+           beside each layer's MLP (models/moe.py). Its layers differ in shape, so it never
+           scans them.
 `layer_types` names each block's mixer. Sliding and full attention share one parameter
 structure, so such stacks scan as one stacked block; stacks with linear attention scan over
 repeats of their layer pattern (`scan_group`: one stacked block per position in it).
@@ -31,9 +43,10 @@ from typing import Any
 
 from harnessrl_jax.data.frozen import FrozenMap, freeze, thaw
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.models import gemma4_config
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma3", "qwen3_5")
-GEMMA_FAMILIES = ("gemma3",)
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma3", "qwen3_5", "gemma4")
+GEMMA_FAMILIES = ("gemma3", "gemma4")
 # Norm weights stored as an offset from 1.
 ZERO_CENTRED_NORM_FAMILIES = ("gemma3", "qwen3_5")
 # Attention layers: one parameter structure, different masks and RoPE tables.
@@ -43,8 +56,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 # HF `model_type` -> our family.
 _HF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-                   "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5"}
-_ROPE_TYPES = ("default", "llama3", "linear")
+                   "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5",
+                   "gemma4_text": "gemma4"}
+_ROPE_TYPES = ("default", "llama3", "linear", "proportional")
 # Gemma 3's default interleaving when a config gives no layer_types: every 6th layer global.
 _GEMMA3_SLIDING_PATTERN = 6
 
@@ -93,6 +107,17 @@ class ModelConfig:
   linear_key_head_dim: int = 0
   linear_value_head_dim: int = 0
   linear_conv_kernel_dim: int = 4
+  # Gemma 4 fields (models/gemma4_config.py; the module docstring).
+  global_head_dim: int | None = None     # full_attention layers' head size; None: head_dim
+  num_global_kv_heads: int | None = None  # their KV heads; None: num_kv_heads
+  attention_k_eq_v: bool = False          # full layers: no v_proj, values are the keys' projection
+  num_kv_shared_layers: int = 0           # the last this many layers reuse earlier K/V
+  double_wide_mlp: bool = False           # ... and have 2 * intermediate_size MLPs
+  per_layer_input_size: int = 0           # hidden_size_per_layer_input; 0: none
+  per_layer_vocab_size: int = 0           # vocab_size_per_layer_input
+  num_experts: int = 0                    # > 0: a MoE block beside each MLP (models/moe.py)
+  top_k_experts: int = 0
+  moe_intermediate_size: int = 0
 
   def __post_init__(self):
     if self.rope_scaling is not None:
@@ -101,6 +126,10 @@ class ModelConfig:
     if not self.layer_types:
       object.__setattr__(self, "layer_types", ("full_attention",) * self.num_layers)
     object.__setattr__(self, "layer_types", tuple(self.layer_types))
+    if self.family == "gemma4":
+      # Its blocks differ in parameter shapes (head sizes, KV sharing), so there is no one
+      # stacked block to scan: Gemma 4 always runs a list of blocks.
+      object.__setattr__(self, "scan_layers", False)
     self.validate()
 
   def validate(self) -> None:
@@ -145,15 +174,82 @@ class ModelConfig:
       if rtype not in _ROPE_TYPES:
         raise ConfigError(f"model config: rope_scaling type {rtype!r} is not supported; "
                           f"have {_ROPE_TYPES}")
+    gemma4_only = ("global_head_dim", "num_global_kv_heads", "attention_k_eq_v",
+                   "num_kv_shared_layers", "double_wide_mlp", "per_layer_input_size",
+                   "num_experts")
+    if self.family != "gemma4":
+      for name in gemma4_only:
+        if getattr(self, name):
+          raise ConfigError(f"model config: {name}={getattr(self, name)!r} is a Gemma 4 "
+                            f"field; family={self.family!r}")
+    else:
+      self._validate_gemma4()
+
+  def _validate_gemma4(self) -> None:
+    if self.num_heads % self.kv_heads_of("full_attention"):
+      raise ConfigError(f"model config: num_heads={self.num_heads} is not a multiple of "
+                        f"num_global_kv_heads={self.num_global_kv_heads}")
+    if self.head_dim_of("full_attention") % 2:
+      raise ConfigError(f"model config: global_head_dim={self.global_head_dim} must be even")
+    if not 0 <= self.num_kv_shared_layers < self.num_layers:
+      raise ConfigError(f"model config: num_kv_shared_layers={self.num_kv_shared_layers}; "
+                        f"expected 0 <= it < num_layers={self.num_layers}")
+    first = self.num_layers - self.num_kv_shared_layers
+    missing = sorted(set(self.layer_types[first:]) - set(self.layer_types[:first]))
+    if missing:
+      raise ConfigError(f"model config: KV-shared layers of type {missing} have no earlier "
+                        f"layer of that type to share keys/values with")
+    if self.num_experts and not (0 < self.top_k_experts <= self.num_experts
+                                 and self.moe_intermediate_size > 0):
+      raise ConfigError(f"model config: num_experts={self.num_experts}, top_k_experts="
+                        f"{self.top_k_experts}, moe_intermediate_size="
+                        f"{self.moe_intermediate_size}: need 0 < top_k <= num_experts and a "
+                        "positive size")
+    if (self.per_layer_input_size < 0 or
+        (self.per_layer_input_size and self.per_layer_vocab_size < 1)):
+      raise ConfigError(f"model config: per_layer_input_size={self.per_layer_input_size}, "
+                        f"per_layer_vocab_size={self.per_layer_vocab_size}")
 
   @property
   def hf_model_type(self) -> str:
-    return {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text"}.get(self.family, self.family)
+    return {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text",
+            "gemma4": "gemma4_text"}.get(self.family, self.family)
+
+  def head_dim_of(self, layer_type: str) -> int:
+    """The head size of one attention layer type (Gemma 4's full layers have their own)."""
+    if layer_type == "full_attention" and self.global_head_dim:
+      return self.global_head_dim
+    return self.head_dim
+
+  def kv_heads_of(self, layer_type: str) -> int:
+    if layer_type == "full_attention" and self.num_global_kv_heads:
+      return self.num_global_kv_heads
+    return self.num_kv_heads
+
+  def kv_source(self, layer: int) -> int | None:
+    """For a KV-shared layer (Gemma 4's last `num_kv_shared_layers`), the layer whose keys
+    and values it reads: the last earlier non-shared layer of its type; else None."""
+    first = self.num_layers - self.num_kv_shared_layers
+    if layer < first:
+      return None
+    layer_type = self.layer_types[layer]
+    return max(i for i in range(first) if self.layer_types[i] == layer_type)
+
+  @property
+  def kv_store_layers(self) -> tuple[int, ...]:
+    """The layers whose keys/values KV-shared layers read."""
+    return tuple(sorted({self.kv_source(i) for i in range(self.num_layers)} - {None}))
 
   @property
   def gemma_style(self) -> bool:
-    """Gemma's norms (1 + w, sandwich), scaled embeddings (see the module docstring)."""
+    """Gemma's sandwich norms and scaled embeddings (see the module docstring)."""
     return self.family in GEMMA_FAMILIES
+
+  @property
+  def norm_scale_in_float32(self) -> bool:
+    """Norm weights multiply the float32 normalised value before the cast (Gemma, Qwen3.5;
+    Llama/Qwen cast first)."""
+    return self.zero_centred_norms or self.family == "gemma4"
 
   @property
   def zero_centred_norms(self) -> bool:
@@ -166,8 +262,10 @@ class ModelConfig:
 
   @property
   def attention_layers(self) -> tuple[int, ...]:
-    """Indices of the layers with a KV cache (every layer but linear_attention ones)."""
-    return tuple(i for i, t in enumerate(self.layer_types) if t != "linear_attention")
+    """Indices of the layers with a KV cache of their own (every layer but linear_attention
+    and KV-shared ones)."""
+    return tuple(i for i, t in enumerate(self.layer_types)
+                 if t != "linear_attention" and self.kv_source(i) is None)
 
   @property
   def scan_group(self) -> tuple[str, ...]:
@@ -183,8 +281,10 @@ class ModelConfig:
 
   @property
   def ring_layers(self) -> tuple[int, ...]:
-    """Indices of the sliding_attention layers (window-sized ring caches when asked for)."""
-    return tuple(i for i, t in enumerate(self.layer_types) if t == "sliding_attention")
+    """Indices of the sliding_attention layers with a cache of their own (window-sized
+    ring caches when asked for)."""
+    return tuple(i for i, t in enumerate(self.layer_types)
+                 if t == "sliding_attention" and self.kv_source(i) is None)
 
   @property
   def linear_layers(self) -> tuple[int, ...]:
@@ -192,6 +292,8 @@ class ModelConfig:
 
   @property
   def attention_scale(self) -> float:
+    if self.family == "gemma4":
+      return 1.0   # its q/k norms set the scale (HF: scaling = 1.0)
     return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
 
   def replace(self, **changes: Any) -> ModelConfig:
@@ -240,6 +342,9 @@ class ModelConfig:
     if model_type == "gemma3":
       raise ConfigError(f"{where}: model_type='gemma3' is the multimodal Gemma 3; load a "
                         "text-only checkpoint (model_type 'gemma3_text', Gemma3ForCausalLM)")
+    if model_type == "gemma4":
+      raise ConfigError(f"{where}: model_type='gemma4' is the multimodal Gemma 4; load a "
+                        "text-only checkpoint (model_type 'gemma4_text', Gemma4ForCausalLM)")
     if model_type not in _HF_MODEL_TYPES:
       raise ConfigError(f"{where}: model_type={model_type!r} is not supported; "
                         f"have {sorted(_HF_MODEL_TYPES)}")
@@ -247,8 +352,12 @@ class ModelConfig:
     gemma = family in GEMMA_FAMILIES
     for flag in ("mlp_bias", "use_bidirectional_attention") + (() if gemma else
                                                                ("use_sliding_window",)):
-      if c.get(flag):
-        raise ConfigError(f"{where}: {flag}={c[flag]!r} is not supported")
+      value = c.get(flag)
+      # Gemma 4's "vision" makes only image tokens bidirectional: text stays causal.
+      text_causal = (model_type == "gemma4_text" and flag == "use_bidirectional_attention"
+                     and value == "vision")
+      if value and not text_causal:
+        raise ConfigError(f"{where}: {flag}={value!r} is not supported")
     act_field = "hidden_activation" if gemma else "hidden_act"
     act = c.get(act_field) or ("gelu_pytorch_tanh" if gemma else "silu")
     if act != ("gelu_pytorch_tanh" if gemma else "silu"):
@@ -260,7 +369,10 @@ class ModelConfig:
     layers = int(c["num_hidden_layers"])
     rope_theta, rope_scaling = _rope_fields(c, "full_attention" if gemma else None)
     fields: dict[str, Any] = {}
-    if gemma:
+    if family == "gemma4":
+      fields = gemma4_config.from_hf(c, where)
+      rope_theta, rope_scaling = fields.pop("rope_theta"), fields.pop("rope_scaling")
+    elif gemma:
       layer_types = c.get("layer_types") or [
           "full_attention" if (i + 1) % int(c.get("sliding_window_pattern") or
                                             _GEMMA3_SLIDING_PATTERN) == 0
@@ -349,7 +461,10 @@ class ModelConfig:
           **{k: getattr(self, k) for k in ("linear_num_key_heads", "linear_num_value_heads",
                                            "linear_key_head_dim", "linear_value_head_dim",
                                            "linear_conv_kernel_dim")})
-    if self.gemma_style:
+    if self.family == "gemma4":
+      del out["hidden_act"]
+      out.update(gemma4_config.to_hf(self))
+    elif self.gemma_style:
       del out["hidden_act"]
       out.update(
           hidden_activation=self.hidden_act,
@@ -380,6 +495,16 @@ class ModelConfig:
                                                "full_attention"),
                     sliding_window=4, rope_theta=1e6, rope_local_theta=1e4,
                     query_pre_attn_scalar=24, hidden_act="gelu_pytorch_tanh")
+    if family == "gemma4":
+      # Sliding, full, sliding, then two KV-shared layers (one of each type): every Gemma 4
+      # feature at once, full layers with their own head size, one KV head and K = V.
+      fields.update(num_layers=5, layer_types=("sliding_attention", "full_attention",
+                                               "sliding_attention", "sliding_attention",
+                                               "full_attention"),
+                    query_pre_attn_scalar=None, global_head_dim=32, num_global_kv_heads=1,
+                    attention_k_eq_v=True, num_kv_shared_layers=2, double_wide_mlp=True,
+                    per_layer_input_size=8, per_layer_vocab_size=264,
+                    rope_scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25})
     if family == "qwen3_5":
       # Linear, linear, full: both mixers and a cache that holds both kinds of state.
       fields.update(num_layers=3, layer_types=("linear_attention", "linear_attention",

@@ -11,8 +11,11 @@ Call contract (shapes: B batch, T new tokens, S cache slots, D hidden, V vocab):
     layer_params (optional): `layer_states()`, used instead of the stacked weights (decode).
     cache may also be a kv_cache.DecodeCache (the sampler's decode loop): the same
     contract in the layouts decode attention reads in place.
-  * "sliding_attention" layers (Gemma 3) also need slot s > query slot - sliding_window: the
-    window counts slots (padding included), as HF's masks count cache positions.
+  * "sliding_attention" layers (Gemma 3 and 4) also need slot s > query slot - sliding_window:
+    the window counts slots (padding included), as HF's masks count cache positions.
+  * Gemma 4: per-layer inputs [B,T,L,P] are computed once from the tokens and embeddings
+    and handed to each block; a KV-shared layer attends over the keys/values its source
+    layer (`cfg.kv_source`) read in the same call, under its own mask, and has no cache.
   hidden_states(...) -> [B,T,D] after the final norm; unembed_matrix() -> [D,V].
   logits == logits_from_hidden(hidden_states) == hidden_states @ unembed_matrix in float32,
   soft-capped when cfg.final_logit_softcapping is set.
@@ -31,11 +34,12 @@ from harnessrl_jax.models import layers
 from harnessrl_jax.models.block import Block
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.kv_cache import DecodeCache, KVCache, ring_slots
+from harnessrl_jax.models.per_layer_inputs import PerLayerInputs
 
 
-def _run_block(graphdef, state, x, cos, sin, allowed, kv):
+def _run_block(graphdef, state, x, cos, sin, allowed, kv, extra=None):
   """One block as a pure function of its parameters (for lax.scan and jax.checkpoint)."""
-  return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv)
+  return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv, extra)
 
 
 def _stacked_blocks(cfg: ModelConfig, layer_type: str, count: int, rngs: nnx.Rngs) -> Block:
@@ -85,7 +89,10 @@ class Decoder(nnx.Module):
     elif cfg.scan_layers:
       self.layers = _stacked_blocks(cfg, cfg.layer_types[0], cfg.num_layers, rngs)
     else:
-      self.layers = nnx.List([Block(cfg, t, rngs=rngs) for t in cfg.layer_types])
+      self.layers = nnx.List([Block(cfg, t, layer=i, rngs=rngs)
+                              for i, t in enumerate(cfg.layer_types)])
+    self.per_layer_inputs = (PerLayerInputs(cfg, rngs=rngs) if cfg.per_layer_input_size
+                             else None)
     self.norm = layers.RMSNorm(cfg.hidden_size, cfg)
     self.lm_head = (None if cfg.tie_word_embeddings else
                     layers.param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"),
@@ -140,6 +147,7 @@ class Decoder(nnx.Module):
       # HF scales in the embedding's dtype, by sqrt(hidden) rounded to that dtype.
       x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
     x = x.astype(dtype)
+    per_layer = None if self.per_layer_inputs is None else self.per_layer_inputs(tokens, x)
     positions = jnp.asarray(positions, jnp.int32)
     ring = cache is not None and cache.ring_k is not None
     if cache is None:
@@ -177,24 +185,35 @@ class Decoder(nnx.Module):
       else:
         blocks = [nnx.split(block) for block in self.layers]
       # Each kind of cache is indexed by its own layers: KV (full), ring, linear state.
+      # KV-shared layers (Gemma 4) own none: they read the keys their source layer returned.
       n_full = n_ring = n_linear = 0
-      for layer_type, (graphdef, state) in zip(cfg.layer_types, blocks):
+      stored = {}
+      for i, (layer_type, (graphdef, state)) in enumerate(zip(cfg.layer_types, blocks)):
+        source = cfg.kv_source(i)
+        extra = (None if per_layer is None else per_layer[:, :, i],
+                 None if source is None else stored[source])
+        ringed = ring and layer_type == "sliding_attention"
         if layer_type == "linear_attention":
           layer_cache = None if cache is None else linear[n_linear]
-          x, new_state = run(graphdef, state, x, *inputs[layer_type], layer_cache)
+          x, new_state, _ = run(graphdef, state, x, *inputs[layer_type], layer_cache)
           if cache is not None:
             linear[n_linear] = new_state
           n_linear += 1
-        elif ring and layer_type == "sliding_attention":
-          x, (ring_k, ring_v) = run(graphdef, state, x, *inputs[layer_type],
-                                    (ring_k, ring_v, n_ring, index, decode, True))
+        elif source is not None:
+          kv = None if cache is None else (None, None, 0, index, decode, ringed)
+          x, _, _ = run(graphdef, state, x, *inputs[layer_type], kv, extra)
+        elif ringed:
+          x, (ring_k, ring_v), keys = run(graphdef, state, x, *inputs[layer_type],
+                                          (ring_k, ring_v, n_ring, index, decode, True), extra)
           n_ring += 1
         else:
           kv = None if cache is None else (k_cache, v_cache, n_full, index, decode, False)
-          x, new_kv = run(graphdef, state, x, *inputs[layer_type], kv)
+          x, new_kv, keys = run(graphdef, state, x, *inputs[layer_type], kv, extra)
           if new_kv is not None:
             k_cache, v_cache = new_kv
           n_full += 1
+        if i in cfg.kv_store_layers:
+          stored[i] = keys
     elif cfg.scan_group:
       x, k_cache, v_cache, linear = self._scan_groups(x, inputs, run, k_cache, v_cache, linear,
                                                       index, decode)
@@ -211,7 +230,7 @@ class Decoder(nnx.Module):
         cos, sin, allowed = (inputs[types[0]] if len(types) == 1 else
                              jax.tree.map(lambda a: a[which], per_type))
         kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode, False)
-        x, new_kv = run(graphdef, state, x, cos, sin, allowed, kv)
+        x, new_kv, _ = run(graphdef, state, x, cos, sin, allowed, kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
         return (x, k_cache, v_cache, layer + 1), None
@@ -242,12 +261,12 @@ class Decoder(nnx.Module):
       for j, layer_type in enumerate(group):
         if layer_type == "linear_attention":
           layer_cache = None if lin_states is None else lin_states[len(new_lin)]
-          x, new_state = run(graphdefs[j], states[j], x, *inputs[layer_type], layer_cache)
+          x, new_state, _ = run(graphdefs[j], states[j], x, *inputs[layer_type], layer_cache)
           new_lin.append(new_state)
           continue
         kv = None if k_cache is None else (k_cache, v_cache, repeat * per_group + n_attn,
                                            index, decode, False)
-        x, new_kv = run(graphdefs[j], states[j], x, *inputs[layer_type], kv)
+        x, new_kv, _ = run(graphdefs[j], states[j], x, *inputs[layer_type], kv)
         if new_kv is not None:
           k_cache, v_cache = new_kv
         n_attn += 1

@@ -4,6 +4,9 @@ Our parameter paths mirror HF names: `layers/3/self_attn/q_proj/kernel` is
 `model.layers.3.self_attn.q_proj.weight` transposed (HF stores [out, in], we store [in, out]);
 with scanned layers `layers/self_attn/q_proj/kernel` stacks those of every layer on axis 0.
 `embed_tokens` is `model.embed_tokens.weight`; `lm_head` is `lm_head.weight` transposed.
+Gemma 4's per-layer input parameters (`per_layer_inputs/...`, `layers/i/per_layer_gate/...`)
+sit directly on `model.` and `model.layers.i.` in HF, whose KV-shared layers' k/v
+projections and norms, which some checkpoints hold, are ignored as transformers ignores them.
 A Gated DeltaNet conv kernel [K, C] is HF's depthwise Conv1d weight [C, 1, K] rearranged.
 Released Qwen3.5 checkpoints (the multimodal wrapper) keep the text model under
 `model.language_model.`; it is read as `model.`, and the vision tower and multi-token
@@ -33,12 +36,19 @@ from harnessrl_jax.models.decoder import Decoder
 
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                   "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
-                  "qwen3_5": "Qwen3_5ForCausalLM"}
+                  "qwen3_5": "Qwen3_5ForCausalLM", "gemma4": "Gemma4ForCausalLM"}
 # Buffers some checkpoints carry that are recomputed here.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # Parts of multimodal checkpoints that the text decoder does not use.
 _IGNORED_PREFIXES = ("model.visual.", "mtp.")
 _TEXT_PREFIX = "model.language_model."
+# Our module names that HF's do not have (Gemma 4's per-layer inputs sit on the model and
+# on each layer there, its router, experts and their norms on the layer), and our bare
+# embedding tables, which HF names `<name>.weight`.
+_UNNAMED_MODULES = ("per_layer_inputs", "per_layer_gate", "moe")
+_TABLES = ("embed_tokens_per_layer",)
+# Tensors of a Gemma 4 KV-shared layer that checkpoints may hold and transformers ignores.
+_SHARED_LAYER_UNUSED = ("k_proj.weight", "v_proj.weight", "k_norm.weight", "v_norm.weight")
 
 # How an HF tensor is stored relative to ours: as is, transposed ([out, in] vs [in, out]),
 # or as a depthwise Conv1d weight [C, 1, K] of our [K, C] kernel.
@@ -64,7 +74,10 @@ def hf_name(path: tuple) -> tuple[str, str]:
     return "lm_head.weight", "transpose"
   if parts == ["embed_tokens"]:
     return "model.embed_tokens.weight", "same"
+  parts = [p for p in parts if p not in _UNNAMED_MODULES]
   layout = "same"
+  if parts[-1] in _TABLES:
+    parts.append("weight")
   if parts[-1] == "kernel":
     layout = "conv" if parts[-2] == "conv1d" else "transpose"
     parts[-1] = "weight"
@@ -126,8 +139,11 @@ def model_from_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray],
       used.add(name)
     arr = np.stack(slices) if stacked else slices[0]
     values[path] = jnp.asarray(arr, dtype=leaf.dtype)
+  unused = {f"model.layers.{i}.self_attn.{name}" for i in range(cfg.num_layers)
+            if cfg.kv_source(i) is not None for name in _SHARED_LAYER_UNUSED}
   extra = sorted(n for n in tensors if n not in used and not n.endswith(_IGNORED_SUFFIXES)
-                 and not (n == "lm_head.weight" and cfg.tie_word_embeddings))
+                 and not (n == "lm_head.weight" and cfg.tie_word_embeddings)
+                 and n not in unused)
   if extra:
     raise ConfigError(f"{where}: unexpected tensors {extra[:5]}{'...' if len(extra) > 5 else ''}"
                       f" for family={cfg.family}; is config.json for this checkpoint?")

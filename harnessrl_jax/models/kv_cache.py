@@ -10,7 +10,9 @@ Ring (`init_cache(..., ring=True)`): the sliding_attention layers keep their K/V
 ring_k, ring_v [sliding layers, batch, W, num_kv_heads, head_dim] (W = sliding_window): slot s
 lives in entry s % W, so memory follows the window, not the context; k, v then hold only the
 other attention layers. Which slot an entry holds follows from `index` alone (`ring_slots`).
-Without ring, sliding layers read their window from the full-length k, v through the mask.
+Without ring, sliding layers read their window from the full-length k, v through the mask
+(Gemma 4 always rings them: its full layers' heads differ in size, and k, v hold those).
+KV-shared layers (Gemma 4) have no entries: they read their source layer's.
 Size max_len for the prompt plus every token to be generated: a write past the end cannot
 raise inside jit (dynamic_update_slice clamps its start) and would overwrite earlier slots.
 """
@@ -45,9 +47,13 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *,
   """An empty cache: every slot masked out, index 0. `dtype` defaults to `cfg.dtype`.
   ring: sliding_attention layers get a window-sized ring (module docstring)."""
   dtype = jnp.dtype(dtype or cfg.dtype)
+  # Gemma 4's sliding and full layers differ in head sizes, so they cannot share one array:
+  # its sliding layers always keep rings.
+  ring = ring or cfg.family == "gemma4"
   ringed = cfg.ring_layers if ring else ()
   full = [i for i in cfg.attention_layers if i not in ringed]
-  shape = (len(full), batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+  kind = "full_attention" if cfg.family == "gemma4" else "sliding_attention"
+  shape = (len(full), batch, max_len, cfg.kv_heads_of(kind), cfg.head_dim_of(kind))
   ring_shape = (len(ringed), batch, cfg.sliding_window or 0, cfg.num_kv_heads, cfg.head_dim)
   return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
                  mask=jnp.zeros((batch, max_len), bool), index=jnp.zeros((), jnp.int32),

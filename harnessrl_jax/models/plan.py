@@ -214,7 +214,9 @@ def saved_bytes(cfg: ModelConfig, seq_len: int, response_len: int,
 
 
 def _one_layer(cfg: ModelConfig, layer_type: str) -> ModelConfig:
-  return cfg.replace(num_layers=1, layer_types=(layer_type,), scan_layers=False)
+  # (Gemma 4's KV sharing needs earlier layers: one layer alone owns its keys.)
+  return cfg.replace(num_layers=1, layer_types=(layer_type,), scan_layers=False,
+                     num_kv_shared_layers=0)
 
 
 def activation_bytes(cfg: ModelConfig, *, rows: int, seq_len: int, response_len: int,

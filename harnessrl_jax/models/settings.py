@@ -36,7 +36,7 @@ def model_defaults() -> ml_collections.ConfigDict:
     remat: recompute each block's activations in the backward pass (memory for time).
     seed: source "tiny": the random weights' seed.
     family: source "tiny": one of models.config.FAMILIES (llama, qwen2, qwen3, gemma3,
-      qwen3_5).
+      qwen3_5, gemma4).
   """
   m = ml_collections.ConfigDict()
   m.source = "smollm2"

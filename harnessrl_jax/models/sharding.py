@@ -15,6 +15,9 @@ them to mesh axes:
   linear_v, linear_heads  tensor   Gated DeltaNet value heads (its z, gates, out_proj)
   linear_conv, linear_conv_kernel  -   its q|k|v conv channels: splitting them would cut
                        across the q/k/v boundaries the layer splits at
+  per_layer  -         Gemma 4's per-layer inputs (layers x 256 wide: small)
+  experts    -         Gemma 4 MoE: the expert axis (every expert runs on every token)
+  moe_mlp    tensor    an expert's hidden dimension (its gate|up rows, down columns)
 
 A dimension whose size is not divisible by its mesh axes' total size stays replicated (e.g.
 9 heads on a 4-way tensor axis), and a mesh axis absent from the mesh is ignored, so one rule
@@ -51,6 +54,9 @@ DEFAULT_RULES: Rules = {
     "linear_heads": "tensor",
     "linear_conv": None,
     "linear_conv_kernel": None,
+    "per_layer": None,
+    "experts": None,
+    "moe_mlp": "tensor",
 }
 
 

@@ -183,6 +183,11 @@ class DecoderEngine(engine_api.Engine):
     if max_decode_length < 2 or max_concurrent_decodes < 1:
       raise ConfigError(f"max_decode_length={max_decode_length} (need >= 2) and "
                         f"max_concurrent_decodes={max_concurrent_decodes} (need >= 1)")
+    if model.cfg.family == "gemma4":
+      # Its sliding layers always keep window-sized rings (kv_cache.init_cache), which this
+      # engine's slot insertion and compaction do not move; the rollout sampler handles them.
+      raise ConfigError("the JetStream engine does not serve Gemma 4 models (ring caches); "
+                        "use the rollout sampler or an OpenAI-compatible server")
     self.graphdef, self._params = nnx.split(model)
     self.cfg = model.cfg
     self.prompt_builder = prompt_builder
