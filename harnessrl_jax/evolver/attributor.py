@@ -433,9 +433,9 @@ def attributor_messages(group: Group, memory, step: int, max_chars: int = 1200
 
 # Bounds of the attribution schema's closed sets, so that its token automaton stays small
 # (rollout/schema_dfa.py; its states grow with the characters of every quotable sentence
-# times the criteria): at most EVIDENCE_SENTENCES quotable sentences of at most
+# times the criteria: ~3000 states for 6 criteria on SmolLM2's vocabulary): at most EVIDENCE_SENTENCES quotable sentences of at most
 # EVIDENCE_CHARS characters, one quote per label, and WORDING_WORDS words of a criterion.
-EVIDENCE_SENTENCES, EVIDENCE_CHARS, WORDING_WORDS = 8, 120, 12
+EVIDENCE_SENTENCES, EVIDENCE_CHARS, WORDING_WORDS = 4, 80, 12
 CONFIDENCES = (0, 0.25, 0.5, 0.75, 1)
 
 

@@ -561,6 +561,7 @@ def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
 # critic's apply refuses a taken one).
 NEW_ID = {"type": "string", "pattern": "[a-z][a-z0-9_]{0,23}"}
 MAX_OPS = 2   # operations in one candidate (bounds the schema's token automaton)
+RATIONALE_CHARS = 160   # a small model otherwise writes its rationale up to max_tokens
 
 
 def proposal_schema(req: ProposalRequest) -> dict:
@@ -607,7 +608,8 @@ def proposal_schema(req: ProposalRequest) -> dict:
          else {"type": "array", "maxItems": 0})
   return {"title": "proposal", "type": "object",
           "properties": {"kind": {"type": "string", "pattern": "[a-z_]{1,24}"},
-                         "rationale": text, "ops": ops},
+                         "rationale": {"type": "string", "minLength": 1,
+                                       "maxLength": RATIONALE_CHARS}, "ops": ops},
           "required": ["kind", "rationale", "ops"], "additionalProperties": False}
 
 

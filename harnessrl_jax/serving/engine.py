@@ -192,7 +192,7 @@ class DecoderEngine(engine_api.Engine):
 
   def __init__(self, model, prompt_builder, *, max_concurrent_decodes: int = 8,
                max_prefill_length: int = 1024, max_decode_length: int = 512,
-               devices=None):
+               schema_table: tuple[int, int] = (0, 0), devices=None):
     if max_prefill_length not in PREFILL_BUCKETS:
       raise ConfigError(f"max_prefill_length={max_prefill_length}: JetStream 0.2.2 needs one "
                         f"of its prefill buckets {PREFILL_BUCKETS}")
@@ -212,6 +212,9 @@ class DecoderEngine(engine_api.Engine):
                                       prompt_builder.pad_id, self.cfg.eos_token_ids)
     self._stop_ids = jnp.asarray(sorted(self._tokenizer.stop_tokens), jnp.int32)
     self._compiler: SchemaCompiler | None = None   # built on the first schema request
+    # Schema tables' starting size (states, token classes): a schema larger than the tables
+    # so far grows them, which compiles generate anew; sized ahead, that happens never.
+    self._schema_table = tuple(int(n) for n in schema_table)
 
   # --- JetStream Engine API -------------------------------------------------------------
 
@@ -227,7 +230,8 @@ class DecoderEngine(engine_api.Engine):
     zeros = jnp.zeros((s,), jnp.int32)
     return DecodeState(cache=cache, tokens=zeros, positions=zeros, generated=zeros,
                        live=jnp.zeros((s,), bool),
-                       grammar=slot_grammar.empty(s, self.cfg.vocab_size),
+                       grammar=slot_grammar.empty(s, self.cfg.vocab_size,
+                                                  *self._schema_table),
                        g=self._max_prefill,
                        row_len=np.zeros((s,), np.int64), row_live=np.zeros((s,), bool))
 

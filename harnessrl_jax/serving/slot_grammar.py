@@ -40,9 +40,9 @@ class SlotGrammar:
     return self.next_state.shape[1], self.next_state.shape[2]
 
 
-def empty(slots: int, vocab_size: int, states: int = token_mask.MIN_BUCKET,
-          classes: int = token_mask.MIN_BUCKET) -> SlotGrammar:
-  """Every slot free."""
+def empty(slots: int, vocab_size: int, states: int = 0, classes: int = 0) -> SlotGrammar:
+  """Every slot free; tables of [states, classes] rounded up to buckets."""
+  states, classes = token_mask.bucket(states), token_mask.bucket(classes)
   table = np.full((slots, states, classes), -1, np.int32)
   table[:, 0, :] = 0
   cost = np.full((slots, states), NEVER, np.int32)
