@@ -208,3 +208,27 @@ def test_llm_roles_send_their_answer_schemas():
       assert o["properties"]["task_id"]["const"] == g.task_id
   plain = fx.ScriptedClient([answer(GOOD)])   # no takes_schema: _complete(chats, max_tokens)
   assert LLMAttributor(plain, fx.settings()).attribute(g, h, None, 0)[0].backend == "llm"
+
+
+def test_clients_of_regular_grammar_engines_get_no_open_check_objects():
+  """Our engines compile schemas to a DFA, which cannot hold an open check object: the
+  proposer neither offers nor documents checks to them; other schema clients get both."""
+  h, g = spurious_group()
+  cfg = fx.settings(proposer="llm")
+  prompts = {}
+  for regular in (False, True):
+    prop = SchemaClient([proposal([])] * 20)
+    prop.regular_schemas = regular
+    ev = Evolver(cfg, attributor=make_attributor(cfg), proposer=make_proposer(cfg, client=prop),
+                 critic=Critic(fx.judge(), cfg))
+    ev.step(h, [g], step=0, key=jax.random.key(0))
+    rubric = [s for s in prop.schemas if any(
+        o["properties"]["op"]["const"] == "rubric_create"
+        for o in s["properties"]["ops"]["items"]["anyOf"])]
+    assert rubric
+    has_check = ["check" in o["properties"] for s in rubric
+                 for o in s["properties"]["ops"]["items"]["anyOf"]
+                 if o["properties"]["op"]["const"] in ("rubric_create", "rubric_rewrite")]
+    assert all(has_check) if not regular else not any(has_check)
+    prompts[regular] = " ".join(m.content for chat in prop.prompts for m in chat)
+  assert "Check kinds" in prompts[False] and "Check kinds" not in prompts[True]

@@ -195,3 +195,15 @@ def test_schema_requests_decode_under_the_schema(served):
   assert got[3][:len(ref)] == ref and len(ref) >= 3
   with pytest.raises(ServerError, match="no answer under schema"):
     client.complete([chats[0]], max_tokens=8, schema=VERDICT_SCHEMA)
+
+
+def test_request_header_round_trip():
+  from harnessrl_jax.serving import request_header  # pylint: disable=g-import-not-at-top
+  header = request_header.encode(VERDICT_SCHEMA, 48)
+  assert header[0] == request_header.MARK < 0 and header[1] == 48
+  assert all(0 <= w < 1 << 24 for w in header[3:])
+  schema, max_tokens, used = request_header.decode(header + [7, 8, 9])
+  assert (schema, max_tokens, used) == (VERDICT_SCHEMA, 48, len(header))
+  assert request_header.decode([7, 8, 9]) == (None, 0, 0)   # no header: a plain prompt
+  with pytest.raises(ValueError):
+    request_header.decode(header[:-1])

@@ -105,6 +105,9 @@ class TextClient(abc.ABC):
 
   identity: str
   takes_schema = False   # whether `schema=` reaches the server (module docstring)
+  # Whether the server compiles schemas to a token automaton (a regular grammar: no open
+  # objects; our own engines, docs/evolver.md): callers then send closed schemas only.
+  regular_schemas = False
 
   def complete(self, prompts: Sequence[Chat], *, max_tokens: int,
                schema: Schema | None = None) -> list[str]:

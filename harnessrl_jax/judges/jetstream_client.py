@@ -39,6 +39,7 @@ class JetStreamClient(TextClient):
   engine uses the same tokenizer)."""
 
   takes_schema = True
+  regular_schemas = True
 
   def __init__(self, address: str, prompt_builder, *, max_prompt_tokens: int = 1024,
                timeout_s: float = 120.0, policy: RetryPolicy = RetryPolicy(),

@@ -41,6 +41,7 @@ class LocalClient(TextClient):
   """Greedy answers from a Decoder held in memory."""
 
   takes_schema = True
+  regular_schemas = True
 
   def __init__(self, model, prompt_builder, *, name: str = "model", batch_size: int = 16,
                prompt_buckets: Sequence[int] = (128, 256, 512, 1024, 2048)):
