@@ -28,6 +28,11 @@ _SLOTS = flags.DEFINE_integer("max_concurrent_decodes", 8, "decode slots (batch 
 _PREFILL = flags.DEFINE_integer("max_prefill_length", 1024,
                                 "longest prompt + 1, a power of two in 16..32768")
 _DECODE = flags.DEFINE_integer("max_decode_length", 512, "longest answer in tokens")
+_SCHEMA_STATES = flags.DEFINE_integer(
+    "schema_states", 0, "JSON-schema tables: states per slot to allocate up front (0: grow "
+    "on demand; each growth compiles generate again)")
+_SCHEMA_CLASSES = flags.DEFINE_integer("schema_classes", 0,
+                                       "JSON-schema tables: token classes per slot up front")
 _SEED = flags.DEFINE_integer("seed", 0, "weights seed for --model=tiny")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", "", "converted-weights cache (GGUF sources)")
 _DTYPE = flags.DEFINE_string("dtype", "float32", "activation dtype")
@@ -55,7 +60,8 @@ def main(argv) -> None:
                                    dtype=_DTYPE.value))
   engine = DecoderEngine(loaded.model, loaded.prompt_builder,
                          max_concurrent_decodes=_SLOTS.value,
-                         max_prefill_length=_PREFILL.value, max_decode_length=_DECODE.value)
+                         max_prefill_length=_PREFILL.value, max_decode_length=_DECODE.value,
+                         schema_table=(_SCHEMA_STATES.value, _SCHEMA_CLASSES.value))
   server = start_server(engine, _PORT.value, host=_HOST.value, threads=_THREADS.value or None,
                         keep_jetstream_logging=_JS_LOG.value)
   logging.warning("harnessrl_jax.serve: %s on %s:%d (%d slots)", _MODEL.value, _HOST.value,

@@ -146,8 +146,9 @@ def test_a_failed_server_is_a_fallback_and_a_noop_not_a_crash():
 
 
 def test_llm_attributor_through_a_local_model_client():
-  """The real TextClient path: a random tiny model answers gibberish, which strict parsing
-  refuses twice; the rule backend then labels the task."""
+  """The real TextClient path: the local client decodes under the attribution schema, so a
+  random tiny model's answer passes strict parsing when max_tokens can hold one; when it
+  cannot, the request fails (no answer is cut short) and the rule backend labels the task."""
   from harnessrl_jax.judges.config import judge_defaults  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.judges.factory import make_client  # pylint: disable=g-import-not-at-top
   jc = judge_defaults()
@@ -157,11 +158,14 @@ def test_llm_attributor_through_a_local_model_client():
   client = make_client(jc, "local")
   h, g = spurious_group()
   cfg = fx.settings(attributor="llm", llm_max_tokens=4)
-  attributor = make_attributor(cfg, client=client)
-  att, cost = attributor.attribute(g, h, None, 0)
-  assert att.backend == "rule(fallback)" and "unparseable" in att.note
-  assert cost.llm_requests == 2
+  att, cost = make_attributor(cfg, client=client).attribute(g, h, None, 0)
+  assert att.backend == "rule(fallback)" and "needs at least" in att.note
+  assert cost.llm_requests == 1
   assert att.label_of("c2").label == "spurious"
+  cfg = fx.settings(attributor="llm", llm_max_tokens=240)
+  att, cost = make_attributor(cfg, client=client).attribute(g, h, None, 0)
+  assert att.backend == "llm" and cost.llm_requests == 1, att.note
+  assert [lab.criterion_id for lab in att.labels] == ["c1", "c2"]
 
 
 class SchemaClient(fx.ScriptedClient):
@@ -185,10 +189,11 @@ def test_llm_roles_send_their_answer_schemas():
   client = SchemaClient([answer(GOOD)])
   LLMAttributor(client, fx.settings()).attribute(g, h, None, 0)
   (att,) = client.schemas
-  item = att["properties"]["labels"]["items"]
-  assert item["properties"]["criterion_id"]["enum"] == ["c1", "c2"]
-  assert set(item["required"]) == set(GOOD[1]) and att["required"] == ["labels"]
-  assert "spurious" in item["properties"]["label"]["enum"]
+  items = att["properties"]["labels"]["prefixItems"]
+  assert [i["properties"]["criterion_id"]["const"] for i in items] == ["c1", "c2"]
+  assert all(set(i["required"]) == set(GOOD[1]) for i in items) and att["required"] == ["labels"]
+  assert "spurious" in items[0]["properties"]["label"]["enum"]
+  assert "All requirements met." in items[1]["properties"]["evidence"]["items"]["enum"]
   cfg = fx.settings(proposer="llm")
   prop = SchemaClient([proposal([])] * 20)   # no ops: a noop per request
   ev = Evolver(cfg, attributor=make_attributor(cfg), proposer=make_proposer(cfg, client=prop),
@@ -197,7 +202,33 @@ def test_llm_roles_send_their_answer_schemas():
   assert prop.schemas
   for s in prop.schemas:
     assert set(s["required"]) == {"kind", "rationale", "ops"}
-    assert tuple(s["properties"]["ops"]["items"]["properties"]["op"]["enum"]) in (
-        ROUTE_OPS.values())
+    kinds = {o["properties"]["op"]["const"] for o in s["properties"]["ops"]["items"]["anyOf"]}
+    assert any(kinds <= set(allowed) for allowed in ROUTE_OPS.values())
+    for o in s["properties"]["ops"]["items"]["anyOf"]:
+      assert o["properties"]["task_id"]["const"] == g.task_id
   plain = fx.ScriptedClient([answer(GOOD)])   # no takes_schema: _complete(chats, max_tokens)
   assert LLMAttributor(plain, fx.settings()).attribute(g, h, None, 0)[0].backend == "llm"
+
+
+def test_clients_of_regular_grammar_engines_get_no_open_check_objects():
+  """Our engines compile schemas to a DFA, which cannot hold an open check object: the
+  proposer neither offers nor documents checks to them; other schema clients get both."""
+  h, g = spurious_group()
+  cfg = fx.settings(proposer="llm")
+  prompts = {}
+  for regular in (False, True):
+    prop = SchemaClient([proposal([])] * 20)
+    prop.regular_schemas = regular
+    ev = Evolver(cfg, attributor=make_attributor(cfg), proposer=make_proposer(cfg, client=prop),
+                 critic=Critic(fx.judge(), cfg))
+    ev.step(h, [g], step=0, key=jax.random.key(0))
+    rubric = [s for s in prop.schemas if any(
+        o["properties"]["op"]["const"] == "rubric_create"
+        for o in s["properties"]["ops"]["items"]["anyOf"])]
+    assert rubric
+    has_check = ["check" in o["properties"] for s in rubric
+                 for o in s["properties"]["ops"]["items"]["anyOf"]
+                 if o["properties"]["op"]["const"] in ("rubric_create", "rubric_rewrite")]
+    assert all(has_check) if not regular else not any(has_check)
+    prompts[regular] = " ".join(m.content for chat in prop.prompts for m in chat)
+  assert "Check kinds" in prompts[False] and "Check kinds" not in prompts[True]

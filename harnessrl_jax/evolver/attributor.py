@@ -431,20 +431,50 @@ def attributor_messages(group: Group, memory, step: int, max_chars: int = 1200
   return (Message("system", ATTRIBUTOR_SYSTEM), Message("user", user))
 
 
+# Bounds of the attribution schema's closed sets, so that its token automaton stays small
+# (rollout/schema_dfa.py; its states grow with the characters of every quotable sentence
+# times the criteria: ~3000 states for 6 criteria on SmolLM2's vocabulary): at most EVIDENCE_SENTENCES quotable sentences of at most
+# EVIDENCE_CHARS characters, one quote per label, and WORDING_WORDS words of a criterion.
+EVIDENCE_SENTENCES, EVIDENCE_CHARS, WORDING_WORDS = 4, 80, 12
+CONFIDENCES = (0, 0.25, 0.5, 0.75, 1)
+
+
+def quotable_sentences(group: Group) -> list[str]:
+  """Sentences the attributor may quote as evidence: generic stock sentences first (the
+  phrase signal), then each response's sentences in turn, short ones only, no repeats."""
+  generic = [s for r in group.responses for s in phrases.generic_sentences(r)]
+  rest = [s for r in group.responses for s in phrases.sentences(r)]
+  out = [s.strip() for s in generic + rest]
+  out = [s for s in dict.fromkeys(out)
+         if s and len(s) <= EVIDENCE_CHARS and any(s in r for r in group.responses)]
+  return out[:EVIDENCE_SENTENCES]
+
+
 def attribution_schema(group: Group) -> dict:
-  """The attributor answer's JSON schema (structured outputs): one label object per item,
-  criterion ids and labels from their closed sets; `parse_attribution` checks the rest
-  (one entry per id, evidence quoted verbatim, wording from the criterion)."""
-  item = {"type": "object",
-          "properties": {"criterion_id": {"enum": [c.id for c in group.criteria]},
-                         "label": {"enum": list(LABELS)},
-                         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                         "evidence": {"type": "array", "items": {"type": "string"}},
-                         "wording": {"type": "string"}},
-          "required": ["criterion_id", "label", "confidence", "evidence", "wording"],
-          "additionalProperties": False}
+  """The attributor answer's JSON schema (structured outputs), closed enough that an answer
+  in it passes `parse_attribution`: one label object per criterion, in rubric order
+  (prefixItems with the id fixed), labels and confidences from closed sets, evidence quoted
+  from `quotable_sentences`, wording "" or one word of the criterion's text."""
+  quotes = quotable_sentences(group)
+  evidence = ({"type": "array", "items": {"enum": quotes}, "maxItems": 1} if quotes
+              else {"type": "array", "maxItems": 0})
+
+  def item(c) -> dict:
+    words = list(dict.fromkeys(w for w in c.text.split() if w))[:WORDING_WORDS]
+    return {"type": "object",
+            "properties": {"criterion_id": {"const": c.id},
+                           "label": {"enum": list(LABELS)},
+                           "confidence": {"enum": list(CONFIDENCES)},
+                           "evidence": evidence,
+                           "wording": {"enum": ["", *words]}},
+            "required": ["criterion_id", "label", "confidence", "evidence", "wording"],
+            "additionalProperties": False}
+
+  n = len(group.criteria)
   return {"title": "attribution", "type": "object",
-          "properties": {"labels": {"type": "array", "items": item}},
+          "properties": {"labels": {"type": "array",
+                                    "prefixItems": [item(c) for c in group.criteria],
+                                    "items": False, "minItems": n, "maxItems": n}},
           "required": ["labels"], "additionalProperties": False}
 
 

@@ -51,7 +51,7 @@ from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.types import (ALL_ROUTES, Candidate, Cost, CriterionLabel, Feedback,
                                          Group, TaskAttribution)
 from harnessrl_jax.harness import ops as hops
-from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.harness.state import FIELDS, Harness
 from harnessrl_jax.judges.client import ServerError
 from harnessrl_jax.judges.prompt import fence, render_conversation
 
@@ -512,7 +512,9 @@ def check_kinds_doc() -> str:
   return "\n".join(lines)
 
 
-def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
+def proposer_messages(req: ProposalRequest, with_checks: bool = True) -> tuple[Message, ...]:
+  """The proposer request; `with_checks`: whether ops may carry checks (the check kinds are then
+  documented on the rubric route: ~3600 SmolLM2 tokens)."""
   h, g = req.harness, req.group
   tid = g.task_id
   crits = [c.to_json() for c in h.criteria(tid)]
@@ -540,7 +542,7 @@ def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
        "JSON object and nothing else: {\"kind\": short name, \"rationale\": str, \"ops\": "
        "[operation, ...]}; \"ops\": [] means you have nothing more to propose."),
   ])
-  if req.route == "rubric":
+  if req.route == "rubric" and with_checks:
     user += "\n\n" + (
         "rubric_create and rubric_rewrite may also carry \"check\": {\"type\": kind, "
         "...args}, a program that decides the criterion (a judge with checks grades the "
@@ -557,14 +559,66 @@ def proposer_messages(req: ProposalRequest) -> tuple[Message, ...]:
   return (Message("system", PROPOSER_SYSTEM), Message("user", user))
 
 
-def proposal_schema(route: str) -> dict:
-  """The proposer answer's JSON schema (structured outputs): kind, rationale and ops whose
-  "op" is one the route allows; `parse_proposal` checks each op's fields and values."""
-  op = {"type": "object", "properties": {"op": {"enum": list(ROUTE_OPS[route])}},
-        "required": ["op"]}
+# Criterion ids a proposal may create: short snake case (new ids must still be unused; the
+# critic's apply refuses a taken one).
+NEW_ID = {"type": "string", "pattern": "[a-z][a-z0-9_]{0,23}"}
+MAX_OPS = 2   # operations in one candidate (bounds the schema's token automaton)
+RATIONALE_CHARS = 160   # a small model otherwise writes its rationale up to max_tokens
+
+
+def proposal_schema(req: ProposalRequest, with_checks: bool = True) -> dict:
+  """The proposer answer's JSON schema (structured outputs), closed enough that an answer
+  in it passes `parse_proposal` (up to a check's arguments): kind, rationale and at most
+  MAX_OPS ops, each one of the route's kinds with exactly its fields, the request's task
+  id, and criterion ids / guidance fields from the task's current state (anchors only
+  reweighted). `with_checks`: rubric_create / rubric_rewrite may carry an optional "check"
+  object, left open (its arguments vary by kind; `parse_proposal` checks them). A regular
+  grammar cannot hold an open object, so clients whose engines compile schemas to an
+  automaton (`regular_schemas`) get none: their rubric ops carry no check."""
+  tid = req.group.task_id
+  crits = req.harness.criteria(tid)
+  ids = [c.id for c in crits]
+  editable = [c.id for c in crits if not c.anchor]
+  mounted = [f for f, _ in req.harness.guidance(tid)]
+  free = [f for f in FIELDS if f not in mounted]
+  text, weight = {"type": "string", "minLength": 1}, {"type": "number"}
+  check = {"check": {"type": "object", "properties": {"type": {"enum": sorted(checks.CHECKS)}},
+                     "required": ["type"]}} if with_checks else {}
+
+  def op(kind: str, optional=None, **fields) -> dict:
+    return {"type": "object",
+            "properties": {"op": {"const": kind}, "task_id": {"const": tid}, **fields,
+                           **(optional or {})},
+            "required": ["op", "task_id", *fields], "additionalProperties": False}
+
+  part = {"type": "array", "prefixItems": [NEW_ID, text, weight], "items": False,
+          "minItems": 3, "maxItems": 3}
+  kinds = {
+      "sampling_level_down": op("sampling_level_down"),
+      "add_guidance": free and op("add_guidance", field={"enum": free}, content=text),
+      "drop_guidance": mounted and op("drop_guidance", field={"enum": mounted}),
+      "rubric_create": op("rubric_create", check, criterion_id=NEW_ID, text=text,
+                          weight=weight),
+      "rubric_rewrite": editable and op("rubric_rewrite", check,
+                                        criterion_id={"enum": editable}, text=text),
+      "rubric_delete": editable and op("rubric_delete", criterion_id={"enum": editable}),
+      "rubric_reweight": ids and op("rubric_reweight", criterion_id={"enum": ids},
+                                    weight=weight),
+      "rubric_merge": len(editable) >= 2 and op(
+          "rubric_merge", criterion_ids={"type": "array", "items": {"enum": editable},
+                                         "minItems": 2, "maxItems": 2},
+          new_id=NEW_ID, text=text),
+      "rubric_split": editable and op(
+          "rubric_split", criterion_id={"enum": editable},
+          parts={"type": "array", "items": part, "minItems": 2, "maxItems": 2}),
+  }
+  choices = [kinds[k] for k in ROUTE_OPS[req.route] if kinds.get(k)]
+  ops = ({"type": "array", "items": {"anyOf": choices}, "maxItems": MAX_OPS} if choices
+         else {"type": "array", "maxItems": 0})
   return {"title": "proposal", "type": "object",
-          "properties": {"kind": {"type": "string"}, "rationale": {"type": "string"},
-                         "ops": {"type": "array", "items": op}},
+          "properties": {"kind": {"type": "string", "pattern": "[a-z_]{1,24}"},
+                         "rationale": {"type": "string", "minLength": 1,
+                                       "maxLength": RATIONALE_CHARS}, "ops": ops},
           "required": ["kind", "rationale", "ops"], "additionalProperties": False}
 
 
@@ -608,8 +662,12 @@ class LLMProposer:
     if req.route not in self.routes:
       return None, Cost()
     try:
-      cand, sent = llm_json.ask(self.client, proposer_messages(req), self.max_tokens,
-                                lambda t: parse_proposal(t, req), proposal_schema(req.route))
+      # A client whose engine decodes under a regular grammar cannot offer open check
+      # objects: neither documented nor in the schema (docs/evolver.md).
+      with_checks = not getattr(self.client, "regular_schemas", False)
+      cand, sent = llm_json.ask(self.client, proposer_messages(req, with_checks),
+                                self.max_tokens, lambda t: parse_proposal(t, req),
+                                proposal_schema(req, with_checks))
     except llm_json.ParseError:
       return None, Cost(llm_requests=2)
     except ServerError:  # the server failed after its retries: a noop, not a crash

@@ -11,8 +11,10 @@ calls: it leaves the cell unscored and counts it).
 
 `schema=` asks for an answer in a JSON schema (structured outputs): clients whose servers
 decode under one (`takes_schema`: the OpenAI-compatible client, as vLLM and SGLang accept
-`response_format` json_schema, and the pool over such servers) send it; the others ignore
-it. Either way the caller parses and validates the answer strictly.
+`response_format` json_schema; LocalClient and JetStreamClient, whose engines are ours and
+mask their logits with the schema's token automaton, docs/evolver.md; and the pool over
+such servers) send it; the others ignore it. Either way the caller parses and validates the
+answer strictly.
 
 `VerdictClient.verdicts(prompts)` is the narrower interface of a backend that decides a
 verdict without generating text (the local backend's logit mode, judges/logit_client.py):
@@ -103,6 +105,9 @@ class TextClient(abc.ABC):
 
   identity: str
   takes_schema = False   # whether `schema=` reaches the server (module docstring)
+  # Whether the server compiles schemas to a token automaton (a regular grammar: no open
+  # objects; our own engines, docs/evolver.md): callers then send closed schemas only.
+  regular_schemas = False
 
   def complete(self, prompts: Sequence[Chat], *, max_tokens: int,
                schema: Schema | None = None) -> list[str]:

@@ -6,6 +6,11 @@ tokenisation mode), so the ids are exactly those the local backend feeds its mod
 Requests are sent concurrently, up to `max_concurrency` streams; the server batches them
 into its decode slots.
 
+`schema=` is honoured (`takes_schema`) by our own server (`python -m harnessrl_jax.serve`):
+the schema and max_tokens travel in a header ahead of the prompt ids
+(serving/request_header.py), which our engine strips and decodes under. Another JetStream
+engine would read the header as prompt ids: point schema requests at our server only.
+
 Only the generated protobuf modules of JetStream are imported here; they need none of the
 shims of `serving/jetstream_compat.py` (which only the server side imports).
 
@@ -19,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harnessrl_jax.data.schema import Message
-from harnessrl_jax.judges.client import (RetryableError, RetryPolicy, ServerError, TextClient,
-                                         call_with_retries, concurrent_map)
+from harnessrl_jax.judges.client import (RetryableError, RetryPolicy, Schema, ServerError,
+                                         TextClient, call_with_retries, concurrent_map)
 from harnessrl_jax.judges.local_client import answer_ids
+from harnessrl_jax.serving import request_header
 
 # gRPC's status names (grpc.StatusCode.X.name) that are worth retrying.
 _RETRY_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED",
@@ -31,6 +37,9 @@ _RETRY_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORT
 class JetStreamClient(TextClient):
   """Decode RPCs against `python -m harnessrl_jax.serve` (or any JetStream server whose
   engine uses the same tokenizer)."""
+
+  takes_schema = True
+  regular_schemas = True
 
   def __init__(self, address: str, prompt_builder, *, max_prompt_tokens: int = 1024,
                timeout_s: float = 120.0, policy: RetryPolicy = RetryPolicy(),
@@ -87,17 +96,25 @@ class JetStreamClient(TextClient):
     kwargs = {} if self._sleep is None else {"sleep": self._sleep}
     return call_with_retries(once, self.policy, f"Decode at {self.address}", **kwargs)
 
-  def _complete(self, chats: list[tuple[Message, ...]],
-                max_tokens: int) -> list[str | ServerError]:
+  def _complete(self, chats: list[tuple[Message, ...]], max_tokens: int,
+                schema: Schema | None = None) -> list[str | ServerError]:
     stop_ids = self.prompt_builder.eos_token_ids
+    header = [] if schema is None else request_header.encode(schema, max_tokens)
 
     def one(chat: tuple[Message, ...]) -> str:
       ids = self.prompt_builder.encode_chat(chat)
-      if len(ids) + 1 > self.max_prompt_tokens:  # +1: JetStream prepends a BOS slot
-        raise ServerError(f"{self.identity}: the judge prompt has {len(ids)} tokens; "
-                          f"judge.jetstream.max_prompt_tokens={self.max_prompt_tokens} allows "
+      # +1: JetStream prepends a BOS slot; a schema header takes its own positions
+      if len(ids) + len(header) + 1 > self.max_prompt_tokens:
+        raise ServerError(f"{self.identity}: the judge prompt has {len(ids)} tokens"
+                          f"{f' and a {len(header)}-position schema header' if header else ''};"
+                          f" judge.jetstream.max_prompt_tokens={self.max_prompt_tokens} allows "
                           f"{self.max_prompt_tokens - 1} (raise it together with the "
                           "server's --max_prefill_length)")
-      return self.prompt_builder.decode(answer_ids(self.decode_ids(ids, max_tokens), stop_ids))
+      out = self.decode_ids(header + ids, max_tokens)
+      if header and not out:
+        raise ServerError(f"{self.identity}: no answer under schema "
+                          f"{schema.get('title')!r}: the server refused it (its log says why: "
+                          "not our engine, a schema it cannot compile, or max_tokens too small)")
+      return self.prompt_builder.decode(answer_ids(out, stop_ids))
 
     return concurrent_map(one, chats, self.max_concurrency)

@@ -77,6 +77,9 @@ class PoolClient(TextClient):
     self.policy = policy
     self._cond = threading.Condition()
     self.identity = "pool[" + ",".join(e.client.identity for e in self._endpoints) + "]"
+    # Schemas must suit every member's engine.
+    self.regular_schemas = any(getattr(e.client, "regular_schemas", False)
+                               for e in self._endpoints)
 
   def stats(self) -> dict[str, dict[str, int | str]]:
     """Per endpoint: its breaker state, requests in flight now, and counters since start

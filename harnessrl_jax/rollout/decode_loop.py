@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from harnessrl_jax.rollout import token_mask
 from harnessrl_jax.rollout.sampling import SamplingParams, sample_tokens
 
 ApplyFn = Callable[[jax.Array, jax.Array, jax.Array, Any], tuple[jax.Array, Any]]
@@ -48,7 +49,9 @@ def row_keys(key: jax.Array, num_rows: int, first_row: int = 0) -> jax.Array:
 
 def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Array,
            first_positions: jax.Array, keys: jax.Array, params: SamplingParams,
-           stop_ids: tuple[int, ...], pad_id: int) -> tuple[DecodeOutput, Any]:
+           stop_ids: tuple[int, ...], pad_id: int,
+           constraints: token_mask.Constraints | None = None,
+           states: jax.Array | None = None) -> tuple[DecodeOutput, Any]:
   """Samples up to params.max_new_tokens tokens per row.
 
   Args:
@@ -61,6 +64,9 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
     params: sampling settings (static).
     stop_ids: EOS and stop token ids (static); sampling one ends the row.
     pad_id: written after the end of each response.
+    constraints: optional schema constraints of the batch (token_mask.py); None: none, and
+      the loop is exactly the unconstrained one.
+    states: [B] each row's initial constraint state (0: unconstrained), with constraints.
 
   Returns:
     A DecodeOutput and the final cache. The loop exits early once every row has stopped.
@@ -75,15 +81,21 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
   fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
 
   def cond(end, carry):
-    step, _, _, _, _, _, done, _ = carry
+    step, done = carry[0], carry[6]
     return (step < end) & ~jnp.all(done)
 
   def body(model_step, carry):
-    step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry
+    step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry[:8]
     logits, cache = model_step(inputs[:, None], positions[:, None],
                                jnp.ones((batch, 1), dtype=bool), cache)
+    allowed = None
+    if constraints is not None:
+      allowed = token_mask.allowed(constraints, carry[8], steps - step)
     tokens, logprobs = sample_tokens(logits[:, -1], fold(keys, step.astype(jnp.uint32)),
-                                     params)
+                                     params, allowed)
+    grammar = ()
+    if constraints is not None:
+      grammar = (token_mask.advance(constraints, carry[8], tokens),)
     active = ~done
     tokens = jnp.where(active, tokens, pad_id)
     logprobs = jnp.where(active, logprobs, 0.0)
@@ -91,7 +103,8 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
     out_logprobs = jax.lax.dynamic_update_slice(out_logprobs, logprobs[:, None], (0, step))
     lengths = lengths + active.astype(jnp.int32)
     done = done | (active & jnp.isin(tokens, stop))
-    return step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done, lengths
+    return (step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done,
+            lengths) + grammar
 
   carry = (
       jnp.int32(0), cache, first_tokens.astype(jnp.int32), first_positions.astype(jnp.int32),
@@ -100,6 +113,8 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
       jnp.zeros((batch,), dtype=bool),
       jnp.zeros((batch,), dtype=jnp.int32),
   )
+  if constraints is not None:
+    carry += (jnp.asarray(states, jnp.int32),)
   end = 0
   for phase in phases:
     if phase.steps:
@@ -108,7 +123,7 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
         carry = (carry[0], phase.enter(carry[1])) + carry[2:]
       carry = jax.lax.while_loop(functools.partial(cond, end),
                                  functools.partial(body, phase.apply_fn), carry)
-  _, cache, _, _, tokens, logprobs, done, lengths = carry
+  _, cache, _, _, tokens, logprobs, done, lengths = carry[:8]
   finish = jnp.where(done, FINISH_STOP, FINISH_LENGTH).astype(jnp.int32)
   out = DecodeOutput(tokens=tokens, logprobs=logprobs, lengths=lengths, finish_reason=finish)
   return out, cache

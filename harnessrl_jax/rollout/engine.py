@@ -28,9 +28,10 @@ from jax.sharding import PartitionSpec as P
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.models.kv_cache import (DecodeCache, grow, init_cache, map_rows,
                                            to_decode_cache)
-from harnessrl_jax.rollout import batching, decode_loop
+from harnessrl_jax.rollout import batching, decode_loop, token_mask
 from harnessrl_jax.rollout.config import DECODE_PHASE_TOKENS, RolloutConfig
 from harnessrl_jax.rollout.sampling import SamplingParams
+from harnessrl_jax.rollout.schema_dfa import TokenDFA
 
 BATCH_AXES = ("data", "fsdp")  # mesh axes the rollout batch is split over (those present)
 
@@ -125,7 +126,8 @@ def _grow_cache(cache: DecodeCache, *, max_len: int, mesh: Mesh | None) -> Decod
   return map_rows(grow(cache, max_len), lambda x, axis: _constrain(x, mesh, axis))
 
 
-def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingParams,
+def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *,
+                     sampling: SamplingParams,
                      num_samples: int, pad_id: int, eos_token_ids: tuple[int, ...] | None,
                      mesh: Mesh | None, phase_tokens: int) -> RolloutBatch:
   _trace_count[0] += 1
@@ -148,7 +150,8 @@ def _rollout_program(graphdef, params, tokens, mask, key, *, sampling: SamplingP
   phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh)
   out, _ = decode_loop.decode(phases, cache,
                               rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
-                              keys, sampling, stop_ids, pad_id)
+                              keys, sampling, stop_ids, pad_id, constraints,
+                              None if states is None else rep(states, 0))
   n = sampling.max_new_tokens
   return RolloutBatch(
       prompt_tokens=rep(tokens, 0), prompt_mask=rep(mask, 0),
@@ -172,7 +175,9 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
                     *, num_samples: int = 1, pad_id: int = 0,
                     eos_token_ids: Sequence[int] | None = None,
                     mesh: Mesh | None = None,
-                    phase_tokens: int = DECODE_PHASE_TOKENS) -> RolloutBatch:
+                    phase_tokens: int = DECODE_PHASE_TOKENS,
+                    constraints: token_mask.Constraints | None = None,
+                    states=None) -> RolloutBatch:
   """Rollouts for already left-padded prompts; every row of `tokens` is a prompt.
 
   Args:
@@ -187,6 +192,8 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
       config's. Pass the PromptBuilder's, which adds the chat format's end-of-turn tokens.
     mesh: optional; the batch is split over its ('data', 'fsdp') axes, so B must divide.
     phase_tokens: decode steps per phase (`decode_phases`); outputs do not depend on it.
+    constraints, states: schema constraints (`token_mask.join`) and each prompt's initial
+      state [B] (its J samples share it); None: unconstrained.
 
   Returns:
     A RolloutBatch with B * J rows.
@@ -207,8 +214,11 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
     sharding = NamedSharding(mesh, P(_batch_axes(mesh), None))
     tokens = jax.device_put(jnp.asarray(tokens, jnp.int32), sharding)
     mask = jax.device_put(jnp.asarray(mask_np), sharding)
+  if constraints is not None:
+    constraints = jax.tree.map(jnp.asarray, constraints)
+    states = jnp.asarray(states, jnp.int32)
   return _rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
-                      _as_key(key), sampling=sampling, num_samples=int(num_samples),
+                      _as_key(key), constraints, states, sampling=sampling, num_samples=int(num_samples),
                       pad_id=int(pad_id), mesh=mesh, phase_tokens=int(phase_tokens),
                       eos_token_ids=None if eos_token_ids is None else tuple(
                           int(t) for t in eos_token_ids))
@@ -219,18 +229,32 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
              eos_token_ids: Sequence[int] | None = None,
              prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
              mesh: Mesh | None = None,
-             phase_tokens: int = DECODE_PHASE_TOKENS) -> RolloutBatch:
+             phase_tokens: int = DECODE_PHASE_TOKENS,
+             schemas: Sequence[TokenDFA | None] | None = None) -> RolloutBatch:
   """Rollouts for token-id prompts: J samples each, rows grouped by prompt.
 
   Prompts are left-padded to the smallest bucket that fits the longest one, and their number
   rounded up to a multiple of `batch_multiple` (and of the mesh's batch split) with filler
   rows whose outputs are dropped; keep both fixed across calls and the program compiles once.
+  `schemas`: per prompt, the automaton its answers must follow (rollout/schema_dfa.py) or
+  None; answers under one are complete before max_new_tokens (token_mask.py).
   """
   multiple = math.lcm(max(1, int(batch_multiple)), _batch_divisor(mesh))
   padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple)
+  constraints = states = None
+  if schemas is not None and any(d is not None for d in schemas):
+    if len(schemas) != len(prompts):
+      raise HarnessError(f"rollout: {len(schemas)} schemas for {len(prompts)} prompts")
+    for i, d in enumerate(schemas):
+      if d is not None and d.min_tokens > sampling.max_new_tokens:
+        raise HarnessError(f"rollout: prompt {i}'s schema needs at least {d.min_tokens} "
+                           f"tokens; max_new_tokens is {sampling.max_new_tokens}")
+    filler = [None] * (padded.tokens.shape[0] - len(schemas))
+    constraints, states = token_mask.join(list(schemas) + filler)
   out = generate_padded(graphdef, params, padded.tokens, padded.mask, sampling, key,
                         num_samples=num_samples, pad_id=pad_id, eos_token_ids=eos_token_ids,
-                        mesh=mesh, phase_tokens=phase_tokens)
+                        mesh=mesh, phase_tokens=phase_tokens, constraints=constraints,
+                        states=states)
   real = padded.num_prompts * num_samples
   if real == padded.tokens.shape[0] * num_samples:
     return out

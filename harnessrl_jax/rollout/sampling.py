@@ -10,6 +10,9 @@ Conventions (the learner relies on them):
   recomputes as log pi_theta at temperature T, so the importance ratio of an unchanged
   policy is exactly 1.
 - Greedy (T == 0) takes the argmax and returns log softmax(logits) (T = 1) log-probs.
+- Under a schema (`allowed`, rollout/token_mask.py) the disallowed logits are -inf before
+  anything else, so log-probs are those of the masked distribution; a row whose tokens are
+  all allowed keeps its logits, log-probs and draws bit for bit.
 """
 
 from __future__ import annotations
@@ -113,19 +116,22 @@ def argmax_last(x: jax.Array) -> jax.Array:
   return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
 
 
-def sample_tokens(logits: jax.Array, keys: jax.Array,
-                  params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+def sample_tokens(logits: jax.Array, keys: jax.Array, params: SamplingParams,
+                  allowed: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """Picks one token per row.
 
   Args:
     logits: [B, V] float32 next-token logits.
     keys: [B] PRNG keys, one per row (so a row's draw does not depend on the batch).
     params: the sampling settings.
+    allowed: optional [B, V] bool, the tokens a schema allows (None: all).
 
   Returns:
     tokens [B] int32 and their log-probs [B] float32 (see the module docstring).
   """
   logits = logits.astype(jnp.float32)
+  if allowed is not None:
+    logits = jnp.where(allowed, logits, -jnp.inf)
   if params.greedy:
     tokens = argmax_last(logits)
     logprobs_all = jax.nn.log_softmax(logits, axis=-1)

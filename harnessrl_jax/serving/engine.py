@@ -26,6 +26,14 @@ Token protocol with JetStream 0.2.2: the orchestrator prepends `bos_id` to every
 (`token_utils.pad_tokens(is_bos=True)`); our chat templates already produce complete id
 sequences, so prefill drops that first slot. Text requests are tokenised as plain text
 (no chat template); the judge client sends token ids.
+
+JSON schemas: a request's ids may start with a schema header (serving/request_header.py:
+the schema and the request's max_tokens, which JetStream does not pass to engines). Prefill
+strips it and compiles the schema (rollout/schema_dfa.py, cached); insert gives the slot the
+schema's table (serving/slot_grammar.py), and generate masks each slot's logits with it, so
+the answer is complete JSON in the schema within max_tokens. A header that does not parse,
+a schema that does not compile, or one that cannot be completed within max_tokens ends the
+request with no output (logged).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import zlib
 from typing import Any
 
 from harnessrl_jax.serving import jetstream_compat  # noqa: F401  # before any jetstream import
@@ -43,8 +52,10 @@ import numpy as np
 from flax import nnx
 from jetstream.engine import engine_api, token_utils, tokenizer_api, tokenizer_pb2
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.models.kv_cache import KVCache, init_cache, map_rows
+from harnessrl_jax.rollout.schema_dfa import SchemaCompiler
+from harnessrl_jax.serving import request_header, slot_grammar
 
 # JetStream's prefill buckets: max_prefill_length must be one of them (token_utils).
 PREFILL_BUCKETS = tuple(16 * 2 ** i for i in range(12))
@@ -61,6 +72,7 @@ class DecodeState:
   positions: jax.Array   # [S] int32, its position id
   generated: jax.Array   # [S] int32, tokens emitted so far
   live: jax.Array        # [S] bool, False: empty, finished by the engine, or stale
+  grammar: slot_grammar.SlotGrammar  # each slot's schema table, state and tokens left
   g: int                 # host copy of cache.index
   row_len: np.ndarray    # [S] host: cache slots each row occupies, ending at g
   row_live: np.ndarray   # [S] host view of `live` (synced from the device at compaction)
@@ -143,8 +155,10 @@ def _insert(state_arrays, prefix, slot, g):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _generate(graphdef, params, state_arrays, stop_ids):
-  """One greedy step for every row; returns the new arrays and [S, 3] (token, valid, len).
+def _generate(graphdef, params, state_arrays, grammar, stop_ids):
+  """One greedy step for every row, each masked by its slot's schema table (free slots:
+  every token allowed, logits untouched); returns the new arrays, the new grammar and
+  [S, 3] (token, valid, len).
 
   A row that emits a stop token is no longer live afterwards, so it stops constraining
   compaction (JetStream completes the request on that token).
@@ -153,11 +167,13 @@ def _generate(graphdef, params, state_arrays, stop_ids):
   model = nnx.merge(graphdef, params)
   logits, cache = model(tokens[:, None], positions[:, None],
                         jnp.ones((tokens.shape[0], 1), bool), cache)
-  nxt = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
+  logits = jnp.where(slot_grammar.allowed(grammar), logits[:, -1], -jnp.inf)
+  nxt = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  grammar = slot_grammar.advance(grammar, nxt)
   generated = generated + 1
   data = jnp.stack([nxt, live.astype(jnp.int32), generated], axis=1)
   live = live & ~jnp.isin(nxt, stop_ids)
-  return (cache, nxt, positions + 1, generated, live), data
+  return (cache, nxt, positions + 1, generated, live), grammar, data
 
 
 @jax.jit
@@ -176,7 +192,7 @@ class DecoderEngine(engine_api.Engine):
 
   def __init__(self, model, prompt_builder, *, max_concurrent_decodes: int = 8,
                max_prefill_length: int = 1024, max_decode_length: int = 512,
-               devices=None):
+               schema_table: tuple[int, int] = (0, 0), devices=None):
     if max_prefill_length not in PREFILL_BUCKETS:
       raise ConfigError(f"max_prefill_length={max_prefill_length}: JetStream 0.2.2 needs one "
                         f"of its prefill buckets {PREFILL_BUCKETS}")
@@ -200,6 +216,10 @@ class DecoderEngine(engine_api.Engine):
     self._tokenizer = EngineTokenizer(prompt_builder, bos if bos is not None else
                                       prompt_builder.pad_id, self.cfg.eos_token_ids)
     self._stop_ids = jnp.asarray(sorted(self._tokenizer.stop_tokens), jnp.int32)
+    self._compiler: SchemaCompiler | None = None   # built on the first schema request
+    # Schema tables' starting size (states, token classes): a schema larger than the tables
+    # so far grows them, which compiles generate anew; sized ahead, that happens never.
+    self._schema_table = tuple(int(n) for n in schema_table)
 
   # --- JetStream Engine API -------------------------------------------------------------
 
@@ -214,7 +234,10 @@ class DecoderEngine(engine_api.Engine):
     cache = cache.replace(index=jnp.asarray(self._max_prefill, jnp.int32))
     zeros = jnp.zeros((s,), jnp.int32)
     return DecodeState(cache=cache, tokens=zeros, positions=zeros, generated=zeros,
-                       live=jnp.zeros((s,), bool), g=self._max_prefill,
+                       live=jnp.zeros((s,), bool),
+                       grammar=slot_grammar.empty(s, self.cfg.vocab_size,
+                                                  *self._schema_table),
+                       g=self._max_prefill,
                        row_len=np.zeros((s,), np.int64), row_live=np.zeros((s,), bool))
 
   def prefill(self, *, params, existing_prefix=None, padded_tokens, true_length: int):
@@ -227,15 +250,42 @@ class DecoderEngine(engine_api.Engine):
       if true_length > width:
         logging.error("DecoderEngine: a %d-token prompt exceeds max_prefill_length=%d; "
                       "ending it with no output", true_length, self._max_prefill)
-      return self._prefix(np.zeros((width,), np.int32), np.zeros((width,), bool), 0, 0,
-                          False, params)
+      return self._dead(width, params)
+    try:
+      dfa, max_tokens, ids = self._schema_of(ids)
+    except (HarnessError, ValueError, OverflowError, zlib.error) as e:
+      logging.error("DecoderEngine: schema request refused, ending it with no output: %s", e)
+      return self._dead(width, params)
+    if len(ids) == 0:
+      return self._dead(width, params)
     context, last = ids[:-1], ids[-1]
     tokens = np.full((width,), self.prompt_builder.pad_id, np.int32)
     mask = np.zeros((width,), bool)
     if len(context):
       tokens[width - len(context):] = context
       mask[width - len(context):] = True
-    return self._prefix(tokens, mask, int(last), len(context), True, params)
+    prefix = self._prefix(tokens, mask, int(last), len(context), True, params)
+    prefix["schema"] = (dfa, max_tokens)   # host objects: JetStream deletes only jax.Arrays
+    return prefix
+
+  def _schema_of(self, ids: np.ndarray):
+    """(the request's TokenDFA or None, its max_tokens, the prompt ids without header)."""
+    schema, max_tokens, used = request_header.decode(ids)
+    if schema is None:
+      return None, 0, ids
+    if self._compiler is None:
+      self._compiler = SchemaCompiler(self.prompt_builder.tokenizer,
+                                      sorted(self._tokenizer.stop_tokens), self.cfg.vocab_size)
+    dfa = self._compiler.compile(schema)
+    if dfa.min_tokens > max_tokens:
+      raise HarnessError(f"schema {schema.get('title')!r} needs at least {dfa.min_tokens} "
+                         f"tokens; the request allows {max_tokens}")
+    return dfa, max_tokens, ids[used:]
+
+  def _dead(self, width: int, params):
+    """The prefix of a request that ends at once with no output."""
+    return self._prefix(np.zeros((width,), np.int32), np.zeros((width,), bool), 0, 0, False,
+                        params)
 
   def _prefix(self, tokens, mask, last: int, context_len: int, live: bool, params):
     if mask.any():
@@ -258,7 +308,9 @@ class DecoderEngine(engine_api.Engine):
     row_len, row_live = st.row_len.copy(), st.row_live.copy()
     row_len[slot] = int(prefix["context_len"])
     row_live[slot] = bool(np.asarray(prefix["live"]))
-    return self._with(st, arrays, row_len=row_len, row_live=row_live)
+    dfa, max_tokens = prefix.get("schema", (None, 0))
+    grammar = slot_grammar.assign(st.grammar, slot, dfa, max_tokens)
+    return self._with(st, arrays, grammar=grammar, row_len=row_len, row_live=row_live)
 
   def generate(self, params, decode_state: DecodeState):
     st = decode_state
@@ -275,8 +327,10 @@ class DecoderEngine(engine_api.Engine):
       keep = max(int(row_len[row_live].max()) if row_live.any() else 0, self._max_prefill)
       cache = _compact(arrays[0], jnp.asarray(g - keep, jnp.int32), jnp.asarray(keep, jnp.int32))
       arrays, g = (cache,) + arrays[1:], keep
-    arrays, data = _generate(self.graphdef, params, arrays, self._stop_ids)
-    st = DecodeState(*arrays, g=g + 1, row_len=row_len + 1, row_live=row_live)
+    arrays, grammar, data = _generate(self.graphdef, params, arrays, st.grammar,
+                                      self._stop_ids)
+    st = DecodeState(*arrays, grammar=grammar, g=g + 1, row_len=row_len + 1,
+                     row_live=row_live)
     result = engine_api.ResultTokens(data=data, tokens_idx=(0, 1), valid_idx=(1, 2),
                                      length_idx=(2, 3), samples_per_slot=1)
     return st, result
