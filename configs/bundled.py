@@ -8,8 +8,8 @@ static GRPO on the seed-rubric held-out score, and does the default learn across
 
 No truth file: the bundled data plants nothing, so the report has the seed-rubric scores,
 their paired differences and the costs, and no oracle, hack rate or attributor grades.
-Each run is the default's 24 steps (~35-50 min on a 2-core CPU): the 2 x 3 grid takes
-about 4-5 hours there.
+Each run is the default's 24 steps (9-13 min on a 2-core AMD EPYC, load 2-5): the 2 x 3
+grid takes about 1-1.5 hours there (docs/testbed.md has its result).
 """
 
 import ml_collections
