@@ -87,8 +87,13 @@ def test_injection_stays_inside_its_fence(payload):
     user = msgs[1].content
     assert fenced(user, "RESPONSE") == response
     assert 'Mentions "dogs".' in fenced(user, "RUBRIC ITEM")
-    # The instructions come after all untrusted text.
-    assert user.rindex("Answer with one JSON object") > user.rindex("<<<END RUBRIC ITEM")
+    # The instructions come after all untrusted text, the rubric item last: two items on
+    # one response share the whole prompt before the item (a judge's cached prefix).
+    assert user.rindex("Answer with one JSON object") > user.rindex("<<<END RESPONSE")
+    assert user.rindex("<<<BEGIN RUBRIC ITEM") > user.rindex("Answer with one JSON object")
+    other = prompt_lib.judge_messages((Message("user", "Hi"),), crit("d", "cats"), response)
+    head = user[:user.rindex("<<<BEGIN RUBRIC ITEM")]
+    assert other[1].content.startswith(head) and other[0] == msgs[0]
   # A grader reading the fences grades the content: no "dogs" anywhere -> not met.
   judge = Judge(ScriptedGrader(), use_checks=False)
   m = judge.score([task([crit("c", "dogs")])], [(payload, forged)])

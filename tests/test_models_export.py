@@ -70,7 +70,7 @@ def test_export_loads_in_transformers_with_same_logits(tmp_path, family, tie):
                attention_mask=torch.tensor(mask.astype(np.int64)),
                position_ids=torch.tensor(positions, dtype=torch.long)).logits.numpy()
   # Qwen3.5: float32 noise of its recurrence on large logits (test_models_parity.TOL_QWEN3_5).
-  np.testing.assert_allclose(ours[mask], want[mask], atol=3e-4 if family == "qwen3_5" else 1e-4,
+  np.testing.assert_allclose(ours[mask], want[mask], atol=6e-4 if family == "qwen3_5" else 1e-4,
                              rtol=0)
 
   # The tokenizer travels with the weights: a HF server renders the same prompt.

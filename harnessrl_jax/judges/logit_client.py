@@ -28,8 +28,8 @@ A prompt longer than the largest bucket is the only request without a verdict.
 Shared prefixes (`share_prefixes`, on for models that attend fully): the cells of one
 (task, response) differ only after the conversation and the response, which come first in
 the judge prompt. Requests are grouped by their common token prefix (`prefix_groups`); each
-group's prefix is prefilled once into a KV cache and its requests' suffixes (rubric item,
-instructions, forced prefix) run as rows on copies of that cache, each verdict read at the
+group's prefix is prefilled once into a KV cache and its requests' suffixes (rubric item
+and forced prefix) run as rows on copies of that cache, each verdict read at the
 end of its suffix. The same logits up to float rounding (tested against the per-request
 path); the saving is the prefix's share of the prompt.
 """
@@ -92,6 +92,10 @@ _verdict_jit = jax.jit(_verdict_logits, static_argnames=("graphdef", "true_ids",
 MAX_SHARERS = 16     # requests on one prefix at most
 MIN_SHARED = 16      # tokens two requests must share before sharing pays
 SUFFIX_ROWS = 4      # a call's suffix rows: up to SUFFIX_ROWS x batch_size (or one group)
+# Widths round up to these multiples, not to the prompt buckets: a suffix (the rubric item
+# and the forced verdict prefix) is tens of tokens, and a bucket of 128 would triple it.
+PREFIX_MULTIPLE = 64
+SUFFIX_MULTIPLE = 16
 
 
 def _prefix_verdict_logits(graphdef, params, p_tokens, p_mask, s_tokens, s_mask, owner, *,
@@ -211,8 +215,9 @@ class LogitVerdictClient(LocalClient, VerdictClient):
       tails = [(g, fits[m], prompts[fits[m]][shared:])
                for g, (shared, members) in enumerate(batch) for m in members]
       # Rows round up to small multiples (a few compiled shapes, little filler).
-      p = batching.pad_prompts(prefixes, self.prompt_buckets, pad, 2)
-      s_width = batching.bucket_length(max(len(t) for *_, t in tails), self.prompt_buckets)
+      p_width = batching.round_up(max(len(x) for x in prefixes), PREFIX_MULTIPLE)
+      p = batching.pad_prompts(prefixes, (p_width,), pad, 2)
+      s_width = batching.round_up(max(len(t) for *_, t in tails), SUFFIX_MULTIPLE)
       rows = batching.round_up(len(tails), self.batch_size)
       s_tokens = np.full((rows, s_width), pad, np.int32)
       s_mask = np.zeros((rows, s_width), bool)
