@@ -252,6 +252,17 @@ def test_llm_proposer_is_told_about_checks_and_they_are_parsed():
   assert "distinct_sentence_word_count(" not in proposer_messages(sat)[-1].content
 
 
+def test_llm_proposal_repeating_an_op_word_for_word_applies_it_once():
+  _, req = request(fx.PADDED, fx.PADDED_RESPONSES, program_judge())
+  op = {"op": "rubric_rewrite", "task_id": "t-pad", "criterion_id": "c2",
+        "text": "Is thorough; repeated sentences count once"}
+  cand = parse_proposal(json.dumps({"kind": "k", "rationale": "r", "ops": [op, op]}), req)
+  assert len(cand.ops) == 1
+  other = {**op, "text": "Is thorough in other words"}
+  cand = parse_proposal(json.dumps({"kind": "k", "rationale": "r", "ops": [op, other]}), req)
+  assert len(cand.ops) == 2   # two intents for one target: the critic's (iii) decides
+
+
 def test_llm_proposer_is_told_that_guidance_for_a_penalty_says_to_avoid_it():
   _, req = request(fx.PADDED, fx.PADDED_RESPONSES, program_judge())
   blind = ProposalRequest(req.harness, req.group, CriterionLabel("c1", "blind", 1.0),

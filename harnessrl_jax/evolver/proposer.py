@@ -641,7 +641,11 @@ def parse_proposal(text: str, req: ProposalRequest) -> Candidate | None:
                                 f"(allowed: {ROUTE_OPS[req.route]})")
     if getattr(op, "task_id", None) != req.group.task_id:
       raise llm_json.ParseError(f"ops[{n}]: task_id must be {req.group.task_id!r}")
-    out.append(op)
+    # A small model decoding under the schema may repeat an op word for word (SmolLM2 did,
+    # on our JetStream server): one intent, applied once. A second op on the same target
+    # with other content stays, and fails the critic's structural check.
+    if op not in out:
+      out.append(op)
   return Candidate(req.route, req.group.task_id, req.label.criterion_id, tuple(out),
                    f"{req.route}:llm:{obj['kind']}", obj["rationale"])
 
