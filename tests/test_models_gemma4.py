@@ -25,7 +25,6 @@ from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.rollout import engine
 from harnessrl_jax.rollout.sampling import SamplingParams
-from harnessrl_jax.serving.engine import DecoderEngine
 
 TOL = 1e-4
 WINDOW = 5
@@ -250,9 +249,3 @@ def test_multimodal_and_bidirectional_configs_are_refused():
   # "vision" leaves text causal: read as the same model.
   assert ModelConfig.from_hf({**hf_config().to_dict(), "use_bidirectional_attention": "vision"}
                              ) == ModelConfig.from_hf(hf_config().to_dict())
-
-
-def test_jetstream_engine_refuses_gemma4():
-  model = Decoder(ModelConfig.tiny("gemma4"), rngs=nnx.Rngs(0))
-  with pytest.raises(ConfigError, match="does not serve Gemma 4"):
-    DecoderEngine(model, prompt_builder=None)

@@ -1,8 +1,10 @@
 """DecoderEngine driven directly as JetStream's orchestrator drives it (prefill, insert into
 free slots while other slots decode, generate): every request's tokens must equal greedy
 decoding by full forward passes, through slot reuse and cache compaction. For an attention
-stack (llama) and a hybrid one (qwen3_5: linear, linear, full), whose linear layers carry a
-per-row state that insert must replace and compaction must leave alone."""
+stack (llama), a hybrid one (qwen3_5: linear, linear, full), whose linear layers carry a
+per-row state that insert must replace and compaction must leave alone, and Gemma 4 (sliding
+layers in window-sized rings that insert and compaction rotate; KV-shared layers; per-layer
+inputs)."""
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +30,7 @@ def scaled_tiny_model(family):
   return nnx.merge(graphdef, jax.tree.map(lambda x: x * 3.0, params))
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen3_5"])
+@pytest.fixture(scope="module", params=["llama", "qwen3_5", "gemma4"])
 def model(request):
   return scaled_tiny_model(request.param)
 

@@ -7,18 +7,23 @@ Each row keeps its tokens right-aligned, ending at g; positions are explicit per
 cached after RoPE, so where a token sits in the cache does not matter, only its mask bit.
 Hybrid stacks (qwen3_5) keep KV for their attention layers only; each linear_attention layer
 carries a constant-size state per row (cache.linear, kv_cache.py) instead of slots.
+Sliding-window layers (gemma3, gemma4) keep window-sized rings (kv_cache.py: slot s in entry
+s % W, which slot an entry holds following from g), so their memory does not grow with M;
+rows' slots stay contiguous, so the window counted in slots is the window in tokens.
   prefill: runs the prompt minus its last token (left-padded to JetStream's length bucket),
            keeping the last token to feed first: exactly what the rollout engine does, so
            greedy output equals the local judge's.
   insert:  writes the prefix's window into [g - W, g) of the slot's row and clears the
            rest of the row's mask (the invariant g >= max_prefill_length makes room); the
            prefix's linear states replace the row's, so a reused slot keeps nothing of the
-           request it held before.
+           request it held before; its rings are rotated by g - W (its slot s becomes
+           g - W + s, so entry s % W moves to (g - W + s) % W). Ring entries the prefix does
+           not fill hold slots whose mask bit insert cleared.
   generate: feeds every row's pending token at g (greedy argmax), g += 1; the decoder
            advances every row's linear states by that token.
 When g reaches M the cache is compacted: every row is shifted left so that the longest
 live row still fits. Only slots move: a linear state summarises its row's tokens wherever
-they sit, so compaction leaves it alone. A live row that would outgrow M is ended (its
+they sit, so compaction leaves it alone; rings rotate with their slots. A live row that would outgrow M is ended (its
 token marked invalid, which JetStream reads as "complete"), as is a prompt longer than
 max_prefill_length; this holds for hybrid stacks too (their attention layers need the slots).
 
@@ -67,7 +72,8 @@ class DecodeState:
   decides compaction (so no step waits on the device for it)."""
 
   cache: KVCache         # k, v [attention layers, S, M, KV, Dh]; mask [S, M]; index = g;
-                         # linear: per linear layer, states with a leading [S] axis
+                         # linear: per linear layer, states with a leading [S] axis;
+                         # ring_k, ring_v [sliding layers, S, W, KV, Dh] or None
   tokens: jax.Array      # [S] int32, the token each row feeds next
   positions: jax.Array   # [S] int32, its position id
   generated: jax.Array   # [S] int32, tokens emitted so far
@@ -122,13 +128,13 @@ def _only_row(cache: KVCache) -> KVCache:
   return map_rows(cache, lambda x, axis: jnp.take(x, 0, axis=axis))
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _prefill(graphdef, params, tokens, mask) -> KVCache:
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _prefill(graphdef, params, tokens, mask, ring: bool) -> KVCache:
   """The cache row of one left-padded context (`_only_row`); left padding leaves the linear
   states exactly those of the unpadded context (linear_attention.py)."""
   model = nnx.merge(graphdef, params)
   positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
-  cache = init_cache(model.cfg, 1, tokens.shape[1])
+  cache = init_cache(model.cfg, 1, tokens.shape[1], ring=ring)
   _, cache = model(tokens, positions, mask, cache)
   return _only_row(cache)
 
@@ -149,6 +155,10 @@ def _insert(state_arrays, prefix, slot, g):
   linear = jax.tree.map(lambda rows, row: rows.at[slot].set(row), cache.linear,
                         prefix["linear"])
   cache = cache.replace(k=k, v=v, mask=mask, linear=linear)
+  if cache.ring_k is not None:   # prefix slot s -> start + s: entry s % W -> (start + s) % W
+    put = lambda rows, row: rows.at[:, slot].set(jnp.roll(row, start, axis=1))
+    cache = cache.replace(ring_k=put(cache.ring_k, prefix["ring_k"]),
+                          ring_v=put(cache.ring_v, prefix["ring_v"]))
   return (cache, tokens.at[slot].set(prefix["token"]),
           positions.at[slot].set(prefix["position"]), generated.at[slot].set(0),
           live.at[slot].set(prefix["live"]))
@@ -183,8 +193,11 @@ def _compact(cache: KVCache, shift, keep):
   roll = lambda x: jnp.roll(x, -shift, axis=2)
   slots = jnp.arange(cache.mask.shape[1])
   mask = jnp.roll(cache.mask, -shift, axis=1) & (slots < keep)[None]
-  return cache.replace(k=roll(cache.k), v=roll(cache.v), mask=mask,
-                       index=jnp.asarray(keep, jnp.int32))
+  cache = cache.replace(k=roll(cache.k), v=roll(cache.v), mask=mask,
+                        index=jnp.asarray(keep, jnp.int32))
+  if cache.ring_k is not None:   # slot s -> s - shift: entry s % W -> (s - shift) % W
+    cache = cache.replace(ring_k=roll(cache.ring_k), ring_v=roll(cache.ring_v))
+  return cache
 
 
 class DecoderEngine(engine_api.Engine):
@@ -199,13 +212,9 @@ class DecoderEngine(engine_api.Engine):
     if max_decode_length < 2 or max_concurrent_decodes < 1:
       raise ConfigError(f"max_decode_length={max_decode_length} (need >= 2) and "
                         f"max_concurrent_decodes={max_concurrent_decodes} (need >= 1)")
-    if model.cfg.family == "gemma4":
-      # Its sliding layers always keep window-sized rings (kv_cache.init_cache), which this
-      # engine's slot insertion and compaction do not move; the rollout sampler handles them.
-      raise ConfigError("the JetStream engine does not serve Gemma 4 models (ring caches); "
-                        "use the rollout sampler or an OpenAI-compatible server")
     self.graphdef, self._params = nnx.split(model)
     self.cfg = model.cfg
+    self._ring = bool(self.cfg.ring_layers)   # sliding layers keep window-sized rings
     self.prompt_builder = prompt_builder
     self._slots = int(max_concurrent_decodes)
     self._max_prefill = int(max_prefill_length)
@@ -230,7 +239,7 @@ class DecoderEngine(engine_api.Engine):
   def init_decode_state(self, *args, **kwargs) -> DecodeState:
     del args, kwargs
     s = self._slots
-    cache = init_cache(self.cfg, s, self._cache_len)
+    cache = init_cache(self.cfg, s, self._cache_len, ring=self._ring)
     cache = cache.replace(index=jnp.asarray(self._max_prefill, jnp.int32))
     zeros = jnp.zeros((s,), jnp.int32)
     return DecodeState(cache=cache, tokens=zeros, positions=zeros, generated=zeros,
@@ -289,11 +298,13 @@ class DecoderEngine(engine_api.Engine):
 
   def _prefix(self, tokens, mask, last: int, context_len: int, live: bool, params):
     if mask.any():
-      row = _prefill(self.graphdef, params, jnp.asarray(tokens[None]), jnp.asarray(mask[None]))
+      row = _prefill(self.graphdef, params, jnp.asarray(tokens[None]), jnp.asarray(mask[None]),
+                     self._ring)
     else:  # nothing to attend to yet: an empty window and the linear layers' initial states
       # Eager, so every leaf is a buffer of its own: JetStream deletes them after insert.
-      row = _only_row(init_cache(self.cfg, 1, tokens.shape[0]))
+      row = _only_row(init_cache(self.cfg, 1, tokens.shape[0], ring=self._ring))
     return {"k": row.k, "v": row.v, "mask": row.mask, "linear": row.linear,
+            "ring_k": row.ring_k, "ring_v": row.ring_v,
             "token": jnp.asarray(last, jnp.int32),
             "position": jnp.asarray(context_len, jnp.int32),
             "live": jnp.asarray(live),
@@ -302,8 +313,8 @@ class DecoderEngine(engine_api.Engine):
   def insert(self, prefix, decode_state: DecodeState, slot: int) -> DecodeState:
     st = decode_state
     arrays = _insert(self._arrays(st), {k: prefix[k] for k in
-                                        ("k", "v", "mask", "linear", "token", "position",
-                                         "live")},
+                                        ("k", "v", "mask", "linear", "ring_k", "ring_v",
+                                         "token", "position", "live")},
                      jnp.asarray(slot, jnp.int32), jnp.asarray(st.g, jnp.int32))
     row_len, row_live = st.row_len.copy(), st.row_live.copy()
     row_len[slot] = int(prefix["context_len"])
