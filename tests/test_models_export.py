@@ -16,14 +16,17 @@ from harnessrl_jax.models.tokenizer import tiny_prompt_builder
 
 def randomised(cfg: ModelConfig, seed: int) -> Decoder:
   """A model with O(1) logits and non-trivial norms/biases, so a layout slip shows."""
-  model = Decoder(cfg, rngs=nnx.Rngs(seed))
+  # An abstract model filled from NumPy: every parameter is overwritten, and eager
+  # initialisers and jax.random draws compile one program per parameter shape (~10 s).
+  model = nnx.eval_shape(lambda: Decoder(cfg, rngs=nnx.Rngs(seed)))
+  assert not jax.tree.leaves(nnx.state(model, nnx.Not(nnx.Param)))   # nothing left abstract
   state = nnx.state(model, nnx.Param)
   leaves, treedef = jax.tree.flatten(state)
-  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  rng = np.random.default_rng(seed)
   paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
   new = []
-  for key, path, x in zip(keys, paths, leaves):
-    noise = jax.random.normal(key, x.shape, jnp.float32)
+  for path, x in zip(paths, leaves):
+    noise = rng.standard_normal(x.shape, dtype=np.float32)
     name = jax.tree_util.keystr(path)
     if "norm" in name or "layer_scalar" in name:
       # About 1 as a scale; Gemma 3's and Qwen3.5's norms are offsets from 1.
@@ -35,7 +38,7 @@ def randomised(cfg: ModelConfig, seed: int) -> Decoder:
       v = noise
     else:
       v = noise / np.sqrt(x.shape[-2])
-    new.append(v.astype(x.dtype))
+    new.append(jnp.asarray(v, x.dtype))
   nnx.update(model, jax.tree.unflatten(treedef, new))
   return model
 

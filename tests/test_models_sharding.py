@@ -62,21 +62,23 @@ def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
   cfg = ModelConfig.tiny("qwen3_5")
   model = Decoder(cfg, rngs=nnx.Rngs(5))
   tokens, positions, mask = _inputs(cfg)
-  want = np.asarray(model(tokens, positions, mask)[0])
-  step = lambda m, *a: m(*a)
-  want_cached = [np.asarray(model(tokens[:, :8], positions[:, :8], mask[:, :8],
-                                  init_cache(cfg, 4, 12))[0])]
+  # One jitted step for the reference and the sharded calls (a new nnx.jit wrapper per call
+  # traces and lowers again; eager references dispatch op by op: both slower).
+  step = nnx.jit(lambda m, *a: m(*a))
+  want = np.asarray(step(model, tokens, positions, mask)[0])
+  want_cached = [np.asarray(step(model, tokens[:, :8], positions[:, :8], mask[:, :8],
+                                 init_cache(cfg, 4, 12))[0])]
   sharding.shard_model(model, mesh)
   z = model.layers[0].linear_attn.in_proj_z.kernel[...]   # [repeats, embed, linear_v]
   assert z.sharding.spec == P(None, "fsdp", "tensor")
-  np.testing.assert_allclose(np.asarray(nnx.jit(step)(model, tokens, positions, mask)[0]),
+  np.testing.assert_allclose(np.asarray(step(model, tokens, positions, mask)[0]),
                              want, atol=2e-5, rtol=0)
-  got, cache = nnx.jit(step)(model, tokens[:, :8], positions[:, :8], mask[:, :8],
-                             init_cache(cfg, 4, 12))
+  got, cache = step(model, tokens[:, :8], positions[:, :8], mask[:, :8],
+                    init_cache(cfg, 4, 12))
   np.testing.assert_allclose(np.asarray(got), want_cached[0], atol=2e-5, rtol=0)
   for i in range(8, 12):   # decode continues from the sharded states: the uncached logits
-    got, cache = nnx.jit(step)(model, tokens[:, i:i + 1], positions[:, i:i + 1],
-                               mask[:, i:i + 1], cache)
+    got, cache = step(model, tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1],
+                      cache)
     np.testing.assert_allclose(np.asarray(got[:, 0]), want[:, i], atol=2e-5, rtol=0)
   assert len(cache.linear) == 2 and cache.k.shape[0] == 1
 
@@ -90,22 +92,22 @@ def test_sharded_gemma4_equals_unsharded(mesh, moe):
       dict(num_experts=4, top_k_experts=2, moe_intermediate_size=32) if moe else {}))
   model = Decoder(cfg, rngs=nnx.Rngs(6))
   tokens, positions, mask = _inputs(cfg)
-  want = np.asarray(model(tokens, positions, mask)[0])
-  step = lambda m, *a: m(*a)
+  step = nnx.jit(lambda m, *a: m(*a))   # once, as in the Qwen3.5 test above
+  want = np.asarray(step(model, tokens, positions, mask)[0])
   sharding.shard_model(model, mesh)
   # The full layer's q_proj [embed, heads * 32] splits both ways; K = V: no v_proj there.
   q = model.layers[1].self_attn.q_proj.kernel[...]
   assert q.sharding.spec == P("fsdp", "tensor") and model.layers[1].self_attn.v_proj is None
-  np.testing.assert_allclose(np.asarray(nnx.jit(step)(model, tokens, positions, mask)[0]),
+  np.testing.assert_allclose(np.asarray(step(model, tokens, positions, mask)[0]),
                              want, atol=2e-5, rtol=0)
-  got, cache = nnx.jit(step)(model, tokens[:, :8], positions[:, :8], mask[:, :8],
-                             init_cache(cfg, 4, 12))
+  got, cache = step(model, tokens[:, :8], positions[:, :8], mask[:, :8],
+                    init_cache(cfg, 4, 12))
   # Real tokens only: padding queries (row 1's first 3) are free to differ.
   np.testing.assert_allclose(np.asarray(got)[mask[:, :8]], want[:, :8][mask[:, :8]], atol=2e-5,
                              rtol=0)
   for i in range(8, 12):   # past the window of 4: the rings have wrapped
-    got, cache = nnx.jit(step)(model, tokens[:, i:i + 1], positions[:, i:i + 1],
-                               mask[:, i:i + 1], cache)
+    got, cache = step(model, tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1],
+                      cache)
     np.testing.assert_allclose(np.asarray(got[:, 0]), want[:, i], atol=2e-5, rtol=0)
 
 

@@ -153,15 +153,31 @@ def _left_padded_batch(seed=0, p=12, lengths=(5, 3, 5, 2) * 4):
                    positions=np.maximum(np.cumsum(mask, 1) - 1, 0).astype(np.int32))
 
 
-@pytest.mark.parametrize("multiple,width", [(4, 8), (1, 5), (5, 5), (32, 12), (0, 12)])
+def test_trimming_prompt_padding_rounds_to_the_multiple():
+  from harnessrl_jax.rl.batch import trim_prompt_padding
+  full = _left_padded_batch()
+  widths = {}
+  for multiple, width in [(4, 8), (1, 5), (5, 5), (32, 12), (0, 12)]:
+    trimmed = trim_prompt_padding(full, multiple)
+    assert trimmed.prompt_len == width and trimmed.loss_mask.shape == (B, N)
+    np.testing.assert_array_equal(np.asarray(trimmed.attention_mask).sum(),
+                                  np.asarray(full.attention_mask).sum())
+    widths.setdefault(width, []).append(trimmed)
+  # Batches of one width are the same batch, and width 12 is the untrimmed one: the update
+  # test below runs each distinct batch once.
+  for same in [*widths.values(), [full, *widths[12]]]:
+    for other in same[1:]:
+      for x, y in zip(jax.tree.leaves(other), jax.tree.leaves(same[0])):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("multiple,width", [(4, 8), (1, 5)])
 def test_trimming_prompt_padding_keeps_loss_and_gradient(model, multiple, width):
   from harnessrl_jax.rl.batch import trim_prompt_padding
   rl = _rl()
   full = _left_padded_batch()
   trimmed = trim_prompt_padding(full, multiple)
-  assert trimmed.prompt_len == width and trimmed.loss_mask.shape == (B, N)
-  np.testing.assert_array_equal(np.asarray(trimmed.attention_mask).sum(),
-                                np.asarray(full.attention_mask).sum())
+  assert trimmed.prompt_len == width
   state, step, b_full = _run(model, rl, full)
   s_full, m_full = step(state, b_full)
   state, step, b_trim = _run(model, rl, trimmed)
