@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,7 @@ import portpicker
 from harnessrl_jax.data import checks
 from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.experiment import machine
 from harnessrl_jax.judges import prompt as prompt_lib
 from harnessrl_jax.judges.jetstream_client import JetStreamClient
 from harnessrl_jax.judges.judge import Judge, JudgeSettings
@@ -162,18 +162,6 @@ def agreement(client: LogitVerdictClient, num_tasks: int) -> None:
         f"AUC of p_true vs checks {auc:.3f}", flush=True)
 
 
-def cpu_model() -> str:
-  """The CPU's model name (Linux), else what `platform` knows."""
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
-
-
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--tasks", type=int, default=4)
@@ -189,9 +177,9 @@ def main():
                       help="bundled tasks for the logit-vs-check agreement (0: skip)")
   args = parser.parse_args()
 
-  print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, jax {jax.__version__} on "
-        f"{jax.devices()[0].platform}; 1-minute load {os.getloadavg()[0]:.1f} at start",
-        flush=True)
+  host = machine()
+  print(f"machine: {host['cpu']}, {host['usable_cores']} usable cores, jax {jax.__version__} "
+        f"on {jax.devices()[0].platform}; load average {host['load_avg']} at start", flush=True)
   loaded = load_model({"source": "smollm2"})
   settings = JudgeSettings(max_new_tokens=args.max_new_tokens, parse_retries=0,
                            max_unscored_share=1.0)
@@ -243,7 +231,7 @@ def main():
              for j in range(len(local_m.raw[t][k]))]
     same = sum(local_m.raw[t][k][j] == js_m.raw[t][k][j] for t, k, j in cells)
     print(f"identical verdict text local vs jetstream: {same}/{len(cells)}")
-  print(f"1-minute load at end: {os.getloadavg()[0]:.1f}")
+  print(f"load average at end: {machine()['load_avg']}")
   print("RESULT " + ", ".join(f"{name} {rate:.3f} cells/s" for name, rate in rates.items()))
   if "logits" in rates and "logits-rows" in rates:
     print(f"RESULT ratio logits shared-prefix / rows {rates['logits'] / rates['logits-rows']:.2f}")

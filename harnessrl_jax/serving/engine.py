@@ -8,7 +8,7 @@ cached after RoPE, so where a token sits in the cache does not matter, only its 
 Hybrid stacks (qwen3_5) keep KV for their attention layers only; each linear_attention layer
 carries a constant-size state per row (cache.linear, kv_cache.py) instead of slots.
 Sliding-window layers (gemma3, gemma4) keep window-sized rings (kv_cache.py: slot s in entry
-s % W, which slot an entry holds following from g), so their memory does not grow with M;
+s % window, which slot an entry holds following from g), so their memory does not grow with M;
 rows' slots stay contiguous, so the window counted in slots is the window in tokens.
   prefill: runs the prompt minus its last token (left-padded to JetStream's length bucket),
            keeping the last token to feed first: exactly what the rollout engine does, so
@@ -16,16 +16,18 @@ rows' slots stay contiguous, so the window counted in slots is the window in tok
   insert:  writes the prefix's window into [g - W, g) of the slot's row and clears the
            rest of the row's mask (the invariant g >= max_prefill_length makes room); the
            prefix's linear states replace the row's, so a reused slot keeps nothing of the
-           request it held before; its rings are rotated by g - W (its slot s becomes
-           g - W + s, so entry s % W moves to (g - W + s) % W). Ring entries the prefix does
-           not fill hold slots whose mask bit insert cleared.
+           request it held before. Its rings rotate by the window's start g - W: prefix
+           slot s becomes g - W + s, so ring entry s % window moves to
+           (g - W + s) % window; entries the prefix does not fill hold slots whose mask bit
+           insert cleared.
   generate: feeds every row's pending token at g (greedy argmax), g += 1; the decoder
            advances every row's linear states by that token.
 When g reaches M the cache is compacted: every row is shifted left so that the longest
 live row still fits. Only slots move: a linear state summarises its row's tokens wherever
-they sit, so compaction leaves it alone; rings rotate with their slots. A live row that would outgrow M is ended (its
-token marked invalid, which JetStream reads as "complete"), as is a prompt longer than
-max_prefill_length; this holds for hybrid stacks too (their attention layers need the slots).
+they sit, so compaction leaves it alone; rings rotate with their slots. A live row that
+would outgrow M is ended (its token marked invalid, which JetStream reads as "complete"), as
+is a prompt longer than max_prefill_length; this holds for hybrid stacks too (their
+attention layers need the slots).
 
 Token protocol with JetStream 0.2.2: the orchestrator prepends `bos_id` to every prompt
 (`token_utils.pad_tokens(is_bos=True)`); our chat templates already produce complete id
