@@ -15,7 +15,7 @@ change with the step it took effect at. None of them changes what a step compute
 verdicts it gets: the retry and limit fields only decide whether a cell gets a verdict or
 stays unscored (unscored cells are excluded from rewards) and whether the run stops, and
 the cadence fields decide what is evaluated, saved and logged, never the trajectory
-(parameters, harness, draws; tests/test_train_config_changes.py resumes with changed ones
+(parameters, harness, draws; tests/test_train_resume.py resumes with changed ones
 and ends bit-identical to an uninterrupted run).
 
 Settings that only look like performance knobs but change array shapes (batch sizes,

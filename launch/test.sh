@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (creates .venv on first use). Extra args go to pytest, after
 # ours: `-n 0` runs it in one process, `-n 4` in four.
-# Two pytest-xdist workers, whole files to each (module fixtures stay in one process): most
-# of the suite is single-threaded tracing, compiling and process start-up. Measured on a
-# 2-core AMD EPYC, machine otherwise idle: 2016 tests in 12.7 min (2026-12-01); 2242 tests
-# (2034 passed, 208 skipped) in 14.2 min (2026-12-02, with Gemma 4 and schema-constrained
-# decoding: tests/test_models_gemma4.py ~80 s, tests/test_rollout_schema.py ~30 s alone).
-# 2026-12-02 afternoon, AMD EPYC 2 cores, idle, fresh clone with ../shared (its data tests
-# run): 2209 passed, 33 skipped in 24.3 min, on a host then ~2.4x slower than the day before (a 2-step default run
-# 5:15 vs 2:11), so that figure says little about the budget. Near the 15-minute budget:
-# trim before adding. The slow end-to-end run of the LLM roles on
-# our JetStream server runs only with HARNESSRL_SLOW_TESTS=1.
+# Two pytest-xdist workers, whole files to each (module fixtures stay in one process), the
+# longest files first (tests/conftest.py): most of the suite is single-threaded tracing,
+# compiling and process start-up. CI's tier: HARNESSRL_SLOW_TESTS=1 adds the slow tier
+# (`@pytest.mark.slow`: second variants of a parity family, the 3-process multi-host driver
+# run, the end-to-end LLM roles on our JetStream server), as the whole suite before a release.
+# Measured on a 2-core AMD EPYC, idle, on a day the host ran ~1.5x slower than on the
+# morning of 2026-12-02 (when 2034 tests took 14.2 min): before the tier and the test-process
+# settings in conftest.py 25.1 min (2209 passed); after them 16.9 min (2175 passed, 67
+# skipped). See docs/testing.md for what runs where.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/launch/setup_venv.sh"

@@ -232,7 +232,7 @@ def test_backend_is_checked_and_selects_sentence_transformers(minilm_path):
 # ---- (d) determinism and shapes
 
 
-@pytest.mark.parametrize("batch_size", [BATCH, 16])
+@pytest.mark.parametrize("batch_size", [BATCH, pytest.param(16, marks=pytest.mark.slow)])
 def test_vectors_do_not_depend_on_the_batch(minilm, minilm_path, batch_size):
   # batch size 16: the short texts' batch has 16 rows together, 8 alone (row buckets)
   emb = minilm if batch_size == BATCH else BertEmbedder(minilm_path, batch_size=batch_size)

@@ -56,7 +56,7 @@ def test_bf16_forward_tracks_fp32(param_dtype, dtype):
   np.testing.assert_allclose(np.asarray(cached)[mask], got[mask], atol=0.05 * np.abs(got).max())
 
 
-@pytest.mark.parametrize("scan_layers", [True, False])
+@pytest.mark.parametrize("scan_layers", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_remat_gives_identical_loss_and_grads(scan_layers):
   cfg = ModelConfig.tiny("llama", scan_layers=scan_layers)
   plain = randomised(cfg, seed=4)

@@ -83,7 +83,9 @@ def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
   assert len(cache.linear) == 2 and cache.k.shape[0] == 1
 
 
-@pytest.mark.parametrize("moe", [False, True])
+# The dense variant repeats what the MoE one runs, less the experts (and gemma3 covers the
+# rings): slow tier.
+@pytest.mark.parametrize("moe", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_sharded_gemma4_equals_unsharded(mesh, moe):
   """Gemma 4 (tiny: per-type head sizes, K = V, per-layer inputs, KV-shared layers; moe: and
   a 4-expert block in every layer): forward, then a cached prefill and decode steps (rings

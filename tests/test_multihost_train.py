@@ -110,6 +110,9 @@ def _initial_params() -> dict:
   return {jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves}
 
 
+# 3 minutes of 3 processes on 2 cores; tests/test_rl_multihost.py keeps the two-process
+# update in CI.
+@pytest.mark.slow
 def test_two_processes_train_like_one(tmp_path):
   multi, single, logs, writes, hook = (tmp_path / n for n in
                                        ("multi", "single", "logs", "writes", "hook"))

@@ -186,7 +186,7 @@ def test_sampler_from_config_with_prompt_builder():
   np.testing.assert_array_equal(raw.response_tokens, out.response_tokens)
 
 
-@pytest.mark.parametrize("scan_layers", [True, False])
+@pytest.mark.parametrize("scan_layers", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_decode_phases_do_not_change_outputs(scan_layers):
   """Phases read fewer cache slots and (scanned layers) per-layer weights: same samples."""
   graphdef, params = nnx.split(_model(scan_layers=scan_layers))

@@ -1,6 +1,8 @@
 """The main job on configs/tiny.py end to end, exact resume after a real SIGKILL, and the
 audit of the resulting run directories (pass on a good run, fail on a tampered history;
-a resume refuses one too).
+a resume refuses one too). Config changes at a resume: operational fields may change, are
+logged with their step and change no number; experiment fields are refused with one line;
+a start refused for a missing data file leaves the workdir to the corrected start.
 
 Each run is a subprocess (`python -m harnessrl_jax.train`) on 8 training and 4 held-out
 tasks of the bundled data; a persistent compilation cache shared by the runs keeps the
@@ -39,13 +41,18 @@ def train_cmd(root, workdir):
           "--config.train.oracle_groups_every=2"]
 
 
+def run(cmd, env):
+  return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def runs(env_and_data):
-  """(uninterrupted run dir, killed-and-resumed run dir, kill info)."""
+  """(uninterrupted run dir, killed-and-resumed run dir, kill info, resume log, the refused
+  first start in the uninterrupted run's workdir)."""
   root, env = env_and_data
   a, b = root / "a", root / "b"
-  done = subprocess.run(train_cmd(root, a), cwd=REPO, env=env, capture_output=True,
-                        text=True, timeout=600)
+  refused = run(train_cmd(root, a) + [f"--config.data.heldout={root / 'missing.jsonl'}"], env)
+  done = run(train_cmd(root, a), env)
   assert done.returncode == 0, done.stderr[-3000:]
   proc = subprocess.Popen(train_cmd(root, b), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
@@ -71,7 +78,7 @@ def runs(env_and_data):
   resumed = subprocess.run(train_cmd(root, b), cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  return a, b, killed, resumed.stdout + resumed.stderr
+  return a, b, killed, resumed.stdout + resumed.stderr, refused
 
 
 def summary(run_dir):
@@ -93,7 +100,7 @@ def restored_params(run_dir, step):
 
 
 def test_end_to_end_writes_a_complete_run(runs):
-  a, _, _, _ = runs
+  a, *_ = runs
   s = summary(a)
   assert s["steps"] == 2
   assert s["heldout_start"]["score"] is not None and s["heldout_end"]["score"] is not None
@@ -130,7 +137,7 @@ def test_end_to_end_writes_a_complete_run(runs):
 
 
 def test_killed_run_resumes_bit_identical(runs):
-  a, b, killed, log = runs
+  a, b, killed, log, _ = runs
   assert killed["returncode"] == -signal.SIGKILL
   assert killed["had_ckpt_1"] and not killed["finished"], killed
   assert "resumed" in log or "checkpoint 1" in log
@@ -153,7 +160,7 @@ def test_row_lost_between_save_and_write_is_restored(runs, env_and_data, tmp_pat
   """A kill after checkpoint 2's save but before step 1's row reached metrics.jsonl: the
   resume writes that row from the checkpoint (without the save's time, which it never
   measured) and loses nothing."""
-  a, _, _, _ = runs
+  a, *_ = runs
   root, env = env_and_data
   c = tmp_path / "c"
   shutil.copytree(a, c)
@@ -177,7 +184,7 @@ def audit(run_dir):
 
 
 def test_audit_passes_on_good_runs(runs):
-  a, b, _, _ = runs
+  a, b, *_ = runs
   for d in (a, b):
     out = audit(d)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -220,7 +227,7 @@ def test_audit_fails_on_tampered_history(runs, tmp_path):
   naming that line; so does a forgery that recomputes the hashes, at the checkpoint head."""
   # pylint: disable-next=g-import-not-at-top
   from harnessrl_jax import audit as audit_lib
-  a, _, _, _ = runs
+  a, *_ = runs
   bad = tmp_path / "bad"
   shutil.copytree(a, bad)
   path = bad / "harness_history.jsonl"
@@ -245,7 +252,7 @@ def test_resume_refuses_a_tampered_history(runs, env_and_data, tmp_path):
   """A rerun resumes from the last checkpoint only through an intact chain that ends at
   the head the checkpoint stored: an edited record and a rechained forgery are refused
   with one line, exit code 2."""
-  a, _, _, _ = runs
+  a, *_ = runs
   root, env = env_and_data
   c = tmp_path / "c"
   shutil.copytree(a, c)
@@ -260,3 +267,81 @@ def test_resume_refuses_a_tampered_history(runs, env_and_data, tmp_path):
     assert out.returncode == 2, out.stderr[-3000:]
     err = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
     assert len(err) == 1 and says in err[0], out.stderr[-3000:]
+
+
+# Operational fields changed at the resume: (value in the uninterrupted run, new value).
+CHANGED = {"judge.openai.base_url": ("http://127.0.0.1:8000/v1", "http://127.0.0.1:9/v1"),
+           "judge.jetstream.address": ("127.0.0.1:9000", "127.0.0.2:9000"),
+           "judge.max_unscored_share": (0.1, 0.5),
+           "train.eval_every": (0, 1),
+           "train.keep_checkpoints": (2, 1)}
+
+
+@pytest.fixture(scope="module")
+def changed(runs, env_and_data):
+  """The uninterrupted run cut back to its first checkpoint (what a kill after it leaves)
+  and resumed with the CHANGED fields: (run dir, resume output)."""
+  a, *_ = runs
+  root, env = env_and_data
+  c = root / "changed"
+  shutil.copytree(a, c)
+  shutil.rmtree(c / "checkpoints" / "2")
+  shutil.rmtree(c / "memory" / "2", ignore_errors=True)
+  resumed = run(train_cmd(root, c) + [f"--config.{k}={new}" for k, (_, new) in CHANGED.items()],
+                env)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  return c, resumed.stdout
+
+
+def test_refused_start_then_corrected_start(runs):
+  a, *_, refused = runs
+  assert refused.returncode == 2
+  assert "error: config.data" in refused.stderr and "Traceback" not in refused.stderr
+  assert "missing.jsonl" in refused.stderr
+  assert summary(a)["steps"] == 2   # the corrected start ran in the same workdir
+
+
+def test_changed_operational_fields_are_logged_with_their_step(runs, changed):
+  a, *_ = runs
+  c, out = changed
+  for field, (old, new) in CHANGED.items():
+    assert f"config.{field}: {old!r} -> {new!r} from step 1 on (operational;" in out, out
+  with open(c / "config_changes.jsonl", encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f]
+  assert rows == [{"step": 1, "field": k, "old": old, "new": new}
+                  for k, (old, new) in sorted(CHANGED.items())]
+  read = lambda d: json.loads((d / "config.json").read_text())
+  assert read(c)["experiment_sha256"] == read(a)["experiment_sha256"]
+  assert read(c)["config"]["judge"]["max_unscored_share"] == 0.5
+  assert read(c)["config"]["train"]["keep_checkpoints"] == 1
+  assert not (a / "config_changes.jsonl").exists()
+
+
+def test_resume_with_changed_fields_equals_the_uninterrupted_run(runs, changed):
+  a, *_ = runs
+  c, _ = changed
+  sa, sc = summary(a), summary(c)
+  assert sc["params_sha256"] == sa["params_sha256"]
+  assert sc["harness_digest"] == sa["harness_digest"]
+  rows = lambda d: [(r["step"], r["reward"], r["loss"], r["tasks"]) for r in
+                    map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]
+  assert rows(c) == rows(a) and len(rows(a)) == 2
+  for name in ("harness_history.jsonl", "evolver_candidates.jsonl"):
+    assert (a / name).read_text() == (c / name).read_text(), name
+  assert sc["heldout_end"] == sa["heldout_end"]
+  # keep_checkpoints = 1 took effect (eval_every's first due step, 2, is the end anyway)
+  assert sorted(os.listdir(a / "checkpoints")) == ["1", "2"]
+  assert sorted(os.listdir(c / "checkpoints")) == ["2"]
+
+
+def test_changed_experiment_field_is_still_refused(changed, env_and_data):
+  c, _ = changed
+  root, env = env_and_data
+  before = (c / "config.json").read_text()
+  out = run(train_cmd(root, c) + ["--config.rl.learning_rate=0.5", "--config.judge.timeout_s=5"],
+            env)
+  assert out.returncode == 2, out.stderr[-3000:]
+  assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+  assert "another experiment" in out.stderr and "rl.learning_rate: 0.001 -> 0.5" in out.stderr
+  assert "timeout_s" not in out.stderr
+  assert (c / "config.json").read_text() == before
