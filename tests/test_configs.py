@@ -194,7 +194,10 @@ def on_tiny(c, data):
   return c
 
 
-@pytest.mark.parametrize("name", BASELINES)
+# One single-interface arm shows the route restriction in CI; the other two: slow tier.
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in ("sampling_only", "rubric_only") else n
+                                  for n in BASELINES])
 def test_baseline_runs_one_step(name, small_data, tmp_path):
   c = on_tiny(load(name), small_data)
   s = train.run(c, str(tmp_path / name))
