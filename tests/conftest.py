@@ -12,6 +12,8 @@ import shutil
 import sys
 import tempfile
 
+import pytest
+
 # Must run before jax is imported anywhere in the test process. Tiny configs compile far
 # longer than they run, so XLA:CPU's backend skips its expensive LLVM passes here: 16-18%
 # off the model and rollout test files measured alone (2026-12-02, AMD EPYC 2 cores), and the
@@ -19,8 +21,9 @@ import tempfile
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8"
                       " --xla_backend_optimization_level=0"
                       " --xla_llvm_disable_expensive_passes=true")
-# Two pytest-xdist workers share two cores: torch's OpenMP threads spinning beside the other
-# worker's XLA threads made one transformers.generate reference take 55 s instead of 10.
+# Two pytest-xdist workers share two cores, and torch's OpenMP threads compete with the other
+# worker's XLA threads: one transformers.generate reference took 55 s in the suite against
+# 10 s alone, and 19 s in the suite with one thread (AMD EPYC 2 cores, 2026-12-02).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -65,6 +68,14 @@ def tiny_driver_data(root):
 
 
 SLOW = os.environ.get("HARNESSRL_SLOW_TESTS") == "1"
+_SLOW_REASON = "slow tier, outside CI's 15-minute budget (HARNESSRL_SLOW_TESTS=1 runs it)"
+
+
+def skip_unless_slow(covered_by: str) -> None:
+  """Skips the calling test (one case of a parametrised family) outside the slow tier;
+  `covered_by` says what CI's tier runs in its place."""
+  if not SLOW:
+    pytest.skip(f"{_SLOW_REASON}; CI runs {covered_by}")
 
 
 def pytest_configure(config):
@@ -86,10 +97,7 @@ def pytest_collection_modifyitems(config, items):
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable within a file
   if SLOW:
     return
-  # pylint: disable=g-import-not-at-top
-  import pytest
-  skip = pytest.mark.skip(reason="slow tier (outside CI's 15-minute budget): set "
-                          "HARNESSRL_SLOW_TESTS=1 to run it")
+  skip = pytest.mark.skip(reason=_SLOW_REASON)
   for item in items:
     if "slow" in item.keywords:
       item.add_marker(skip)

@@ -25,7 +25,7 @@ from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.rollout import engine
 from harnessrl_jax.rollout.sampling import SamplingParams
-from tests.conftest import SLOW
+from tests.conftest import skip_unless_slow
 
 TOL = 1e-4
 WINDOW = 5
@@ -159,9 +159,9 @@ def test_cached_prefill_and_decode_match(pair, decode_layout):
   """Left-padded prefill then T=1 steps (KVCache, or the sampler's DecodeCache grown per
   phase) equals HF's uncached logits; the sliding rings (window 5) wrap several times."""
   name, ref, ours, cfg = pair
-  if not SLOW and (name == "moe" or (not decode_layout and name != "plain")):
-    pytest.skip("slow tier: the KVCache layout is covered by 'plain', the cache with MoE by "
-                "'all_features' (the experts touch no cache)")
+  if name == "moe" or (not decode_layout and name != "plain"):
+    skip_unless_slow("the KVCache layout on 'plain' and the caches on 'all_features' (the "
+                     "experts touch no cache)")
   b, prompt_len, steps = 2, 10, 8
   tokens = batch(4, b, prompt_len + steps)
   mask = np.ones(tokens.shape, bool)
@@ -206,8 +206,8 @@ def test_greedy_matches_transformers_generate(pair):
   name, ref, ours, cfg = pair
   if name == "plain":
     pytest.skip("KV sharing and MoE are what the sampler's cache handling could get wrong")
-  if name == "moe" and not SLOW:
-    pytest.skip("slow tier: the MoE block's logits are checked in CI (HARNESSRL_SLOW_TESTS=1)")
+  if name == "moe":
+    skip_unless_slow("the MoE block's logits, and this test on 'all_features'")
   prompts = [[5, 17, 200, 33, 8], [90], [7, 7, 150, 260, 12, 99, 3, 41, 250], [64, 65]]
   new_tokens, pad = 16, 0
   width = max(map(len, prompts))
@@ -232,8 +232,8 @@ def test_greedy_matches_transformers_generate(pair):
 def test_export_round_trip_loads_in_transformers(pair, tmp_path):
   """Our model exported with save_hf_dir loads in transformers with the same logits."""
   name, _, ours, cfg = pair
-  if name == "moe" and not SLOW:
-    pytest.skip("slow tier: the expert tensors' export (HARNESSRL_SLOW_TESTS=1)")
+  if name == "moe":
+    skip_unless_slow("the export of 'all_features' and 'plain' (the expert tensors: here)")
   hf_io.save_hf_dir(ours, tmp_path)
   back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
   back.config._attn_implementation = "eager"

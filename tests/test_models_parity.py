@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from harnessrl_jax.models import hf_io, kv_cache
 from harnessrl_jax.models.kv_cache import init_cache
-from tests.conftest import SLOW
+from tests.conftest import skip_unless_slow
 
 TOL = 1e-4
 # Qwen3.5's logits here reach |35|, and its recurrence accumulates float32 rounding: against
@@ -139,8 +139,8 @@ def pair(request, tmp_path_factory):
 @pytest.fixture
 def core_pair(request, pair):
   """`pair`, skipped for a VARIANTS case outside the slow tier."""
-  if request.node.callspec.params["pair"] in VARIANTS and not SLOW:
-    pytest.skip("slow tier: a variant whose logits are checked in CI")
+  if request.node.callspec.params["pair"] in VARIANTS:
+    skip_unless_slow("this variant's logits, and this test on the case it varies")
   return pair
 
 

@@ -17,7 +17,7 @@ from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.tokenizer import tiny_prompt_builder
 from harnessrl_jax.serving.engine import DecoderEngine
-from tests.conftest import SLOW
+from tests.conftest import skip_unless_slow
 
 # After harnessrl_jax.serving, which installs the seqio shim.
 from jetstream.engine import token_utils  # pylint: disable=g-bad-import-order
@@ -129,8 +129,8 @@ def test_slots_reuse_and_compaction_match_reference(model):
 
 
 def test_overlong_prompt_ends_without_output(model):
-  if model.cfg.family != "llama" and not SLOW:
-    pytest.skip("slow tier: slot logic, the same for every family (HARNESSRL_SLOW_TESTS=1)")
+  if model.cfg.family != "llama":
+    skip_unless_slow("the same slot logic on llama")
   pb = tiny_prompt_builder()
   engine = DecoderEngine(model, pb, max_concurrent_decodes=2, max_prefill_length=16,
                          max_decode_length=8)
