@@ -25,7 +25,7 @@ from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.rollout import engine
 from harnessrl_jax.rollout.sampling import SamplingParams
-from tests.conftest import skip_unless_slow
+from tests.conftest import jitted_forward, skip_unless_slow
 
 TOL = 1e-4
 WINDOW = 5
@@ -94,6 +94,12 @@ def pair(request, tmp_path_factory):
   return request.param, ref, ours, cfg
 
 
+@pytest.fixture(scope="module")
+def forward(pair):
+  """`pair`'s model under jit (see `jitted_forward`)."""
+  return jitted_forward(pair[2])
+
+
 def hf_logits(ref, tokens, mask, positions):
   with torch.no_grad():
     out = ref(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask.astype(np.int64)),
@@ -125,19 +131,19 @@ def test_config_reads_every_feature(pair):
     assert not cfg.attention_k_eq_v and cfg.num_kv_shared_layers == 0
 
 
-def test_logits_match_without_padding(pair):
-  _, ref, ours, cfg = pair
+def test_logits_match_without_padding(pair, forward):
+  _, ref, _, cfg = pair
   tokens = batch(1, 3, 40)
   mask = np.ones_like(tokens, dtype=bool)
   positions = np.broadcast_to(np.arange(40, dtype=np.int32), tokens.shape).copy()
   want = hf_logits(ref, tokens, mask, positions)
-  got = np.asarray(ours(tokens, positions, mask)[0])
+  got = np.asarray(forward(tokens, positions, mask)[0])
   assert np.abs(want).max() > 1.0
   np.testing.assert_allclose(got, want, atol=TOL, rtol=0)
 
 
-def test_logits_match_with_padding(pair):
-  _, ref, ours, cfg = pair
+def test_logits_match_with_padding(pair, forward):
+  _, ref, _, cfg = pair
   b, t = 3, 24
   tokens = batch(2, b, t)
   mask = np.ones((b, t), bool)
@@ -147,7 +153,7 @@ def test_logits_match_with_padding(pair):
   mask[2, -3:] = False
   positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
   want = hf_logits(ref, tokens, mask, positions)
-  got = np.asarray(ours(tokens, positions, mask)[0])
+  got = np.asarray(forward(tokens, positions, mask)[0])
   np.testing.assert_allclose(got[mask], want[mask], atol=TOL, rtol=0)
   # Padding does not leak: the left-padded row equals its tokens alone.
   alone = hf_logits(ref, tokens[:1, 5:], mask[:1, 5:], positions[:1, 5:])
@@ -155,10 +161,10 @@ def test_logits_match_with_padding(pair):
 
 
 @pytest.mark.parametrize("decode_layout", [False, True])
-def test_cached_prefill_and_decode_match(pair, decode_layout):
+def test_cached_prefill_and_decode_match(pair, forward, decode_layout):
   """Left-padded prefill then T=1 steps (KVCache, or the sampler's DecodeCache grown per
   phase) equals HF's uncached logits; the sliding rings (window 5) wrap several times."""
-  name, ref, ours, cfg = pair
+  name, ref, _, cfg = pair
   if name == "moe" or (not decode_layout and name != "plain"):
     skip_unless_slow("the KVCache layout on 'plain' and the caches on 'all_features' (the "
                      "experts touch no cache)")
@@ -170,7 +176,7 @@ def test_cached_prefill_and_decode_match(pair, decode_layout):
   full = hf_logits(ref, tokens, mask, positions)
 
   cache = init_cache(cfg, b, max_len=prompt_len if decode_layout else prompt_len + steps)
-  logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
+  logits, cache = forward(tokens[:, :prompt_len], positions[:, :prompt_len],
                        mask[:, :prompt_len], cache)
   if decode_layout:
     cache = kv_cache.to_decode_cache(cache)
@@ -178,7 +184,7 @@ def test_cached_prefill_and_decode_match(pair, decode_layout):
   for i in range(prompt_len, prompt_len + steps):
     if decode_layout and i in (prompt_len, prompt_len + 3):
       cache = kv_cache.grow(cache, i + (3 if i == prompt_len else 5))
-    logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache)
+    logits, cache = forward(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache)
     got.append(np.asarray(logits))
   assert int(cache.index) == prompt_len + steps
   np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=TOL, rtol=0)
@@ -229,7 +235,7 @@ def test_greedy_matches_transformers_generate(pair):
     assert length == new_tokens or got[row, length - 1] in cfg.eos_token_ids
 
 
-def test_export_round_trip_loads_in_transformers(pair, tmp_path):
+def test_export_round_trip_loads_in_transformers(pair, forward, tmp_path):
   """Our model exported with save_hf_dir loads in transformers with the same logits."""
   name, _, ours, cfg = pair
   if name == "moe":
@@ -241,12 +247,13 @@ def test_export_round_trip_loads_in_transformers(pair, tmp_path):
   tokens = batch(6, 2, 20)
   mask = np.ones_like(tokens, dtype=bool)
   positions = np.broadcast_to(np.arange(20, dtype=np.int32), tokens.shape).copy()
-  got = np.asarray(ours(tokens, positions, mask)[0])
+  got = np.asarray(forward(tokens, positions, mask)[0])
   np.testing.assert_allclose(hf_logits(back.eval(), tokens, mask, positions), got,
                              atol=TOL, rtol=0)
   again, cfg2 = hf_io.load_hf_dir(tmp_path)
   assert cfg2 == cfg
-  np.testing.assert_array_equal(np.asarray(again(tokens, positions, mask)[0]), got)
+  np.testing.assert_array_equal(np.asarray(jitted_forward(again)(tokens, positions, mask)[0]),
+                                got)
 
 
 def test_multimodal_and_bidirectional_configs_are_refused():
