@@ -68,7 +68,7 @@ def tiny_driver_data(root):
 
 
 def jitted_forward(model):
-  """`model(tokens, positions, mask, cache=None)` under one `jax.jit`. Called eagerly, a tiny
+  """`model(tokens, positions, mask, cache=None, *, layer_params=None)` under one `jax.jit`. Called eagerly, a tiny
   model compiles each of its ops on its own: ~170 compiles, 8 s, for one 6-layer Gemma 4
   forward; under jit its forward compiles once per shape."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -76,11 +76,12 @@ def jitted_forward(model):
   graphdef, state = nnx.split(model)
 
   @jax.jit
-  def forward(state, tokens, positions, mask, cache):
-    return nnx.merge(graphdef, state)(tokens, positions, mask, cache)
+  def forward(state, tokens, positions, mask, cache, layer_params):
+    return nnx.merge(graphdef, state)(tokens, positions, mask, cache,
+                                      layer_params=layer_params)
 
-  return lambda tokens, positions, mask, cache=None: forward(state, tokens, positions, mask,
-                                                              cache)
+  return lambda tokens, positions, mask, cache=None, *, layer_params=None: forward(
+      state, tokens, positions, mask, cache, layer_params)
 
 
 SLOW = os.environ.get("HARNESSRL_SLOW_TESTS") == "1"

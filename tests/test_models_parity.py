@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from harnessrl_jax.models import hf_io, kv_cache
 from harnessrl_jax.models.kv_cache import init_cache
-from tests.conftest import skip_unless_slow
+from tests.conftest import jitted_forward, skip_unless_slow
 
 TOL = 1e-4
 # Qwen3.5's logits here reach |35|, and its recurrence accumulates float32 rounding: against
@@ -136,6 +136,12 @@ def pair(request, tmp_path_factory):
   return ref, ours, cfg
 
 
+@pytest.fixture(scope="module")
+def forward(pair):
+  """`pair`'s model under jit (see `jitted_forward`): the decode tests call it per token."""
+  return jitted_forward(pair[1])
+
+
 @pytest.fixture
 def core_pair(request, pair):
   """`pair`, skipped for a VARIANTS case outside the slow tier."""
@@ -156,20 +162,20 @@ def _batch(seed: int, b: int, t: int, vocab: int):
   return rng.integers(0, vocab, size=(b, t), dtype=np.int32)
 
 
-def test_logits_match_without_padding(pair):
-  ref, ours, cfg = pair
+def test_logits_match_without_padding(pair, forward):
+  ref, _, cfg = pair
   tokens = _batch(1, 3, 40, cfg.vocab_size)
   mask = np.ones_like(tokens, dtype=bool)
   positions = np.broadcast_to(np.arange(40, dtype=np.int32), tokens.shape).copy()
   want = _hf_logits(ref, tokens, mask, positions)
-  got, cache = ours(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))
+  got, cache = forward(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))
   assert cache is None and got.dtype == jnp.float32
   assert np.abs(want).max() > 1.0  # logits are not trivially small
   np.testing.assert_allclose(np.asarray(got), want, atol=tol(cfg), rtol=0)
 
 
-def test_logits_match_with_left_and_right_padding(core_pair):
-  ref, ours, cfg = core_pair
+def test_logits_match_with_left_and_right_padding(core_pair, forward):
+  ref, _, cfg = core_pair
   b, t = 3, 24
   tokens = _batch(2, b, t, cfg.vocab_size)
   mask = np.ones((b, t), bool)
@@ -179,7 +185,7 @@ def test_logits_match_with_left_and_right_padding(core_pair):
   mask[2, -3:] = False   # both
   positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
   want = _hf_logits(ref, tokens, mask, positions)
-  got = np.asarray(ours(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))[0])
+  got = np.asarray(forward(jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))[0])
   # Only real-token queries are defined; padding queries are free to differ.
   np.testing.assert_allclose(got[mask], want[mask], atol=tol(cfg), rtol=0)
   # Padding must not leak: a padded row's real tokens equal the unpadded sequence alone.
@@ -208,7 +214,7 @@ def _rings(cfg) -> list[bool]:
 
 
 @pytest.mark.parametrize("ring", [False, True])
-def test_cached_prefill_and_decode_match_full_forward(core_pair, ring):
+def test_cached_prefill_and_decode_match_full_forward(core_pair, forward, ring):
   """Left-padded prefill, then T=1 decode steps, equals one uncached pass over everything
   (ring: Gemma's sliding layers keep a window-sized ring, which this sequence wraps)."""
   ref, ours, cfg = core_pair
@@ -225,12 +231,13 @@ def test_cached_prefill_and_decode_match_full_forward(core_pair, ring):
   if ring:
     assert cache.ring_k.shape[2] == cfg.sliding_window < prompt_len
     assert cache.k.shape[0] == len(cfg.layer_types) - len(cfg.ring_layers)
-  logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
-                       mask[:, :prompt_len], cache)
+  logits, cache = forward(tokens[:, :prompt_len], positions[:, :prompt_len],
+                          mask[:, :prompt_len], cache)
   assert int(cache.index) == prompt_len
   got = [np.asarray(logits)]
   for i in range(prompt_len, prompt_len + steps):
-    logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache)
+    logits, cache = forward(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1],
+                            cache)
     got.append(np.asarray(logits))
   got = np.concatenate(got, axis=1)
   assert int(cache.index) == prompt_len + steps
@@ -240,7 +247,7 @@ def test_cached_prefill_and_decode_match_full_forward(core_pair, ring):
 
 
 @pytest.mark.parametrize("ring", [False, True])
-def test_decode_cache_with_per_layer_weights_matches(core_pair, ring):
+def test_decode_cache_with_per_layer_weights_matches(core_pair, forward, ring):
   """What the sampler decodes with: a prompt-sized prefill, the cache converted to the
   decode layouts (DecodeCache) and grown in two phases, per-layer weights: HF's logits."""
   ref, ours, cfg = core_pair
@@ -255,15 +262,15 @@ def test_decode_cache_with_per_layer_weights_matches(core_pair, ring):
   layer_params = ours.layer_states()
   assert (layer_params is None) == (not cfg.scan_layers)
 
-  logits, cache = ours(tokens[:, :prompt_len], positions[:, :prompt_len],
-                       mask[:, :prompt_len], init_cache(cfg, b, max_len=prompt_len, ring=ring))
+  logits, cache = forward(tokens[:, :prompt_len], positions[:, :prompt_len],
+                          mask[:, :prompt_len], init_cache(cfg, b, max_len=prompt_len, ring=ring))
   cache = kv_cache.to_decode_cache(cache)
   got = [np.asarray(logits)]
   for i in range(prompt_len, prompt_len + steps):
     if i in (prompt_len, prompt_len + 2):   # phases of 2 and 3 steps, the last one roomy
       cache = kv_cache.grow(cache, i + (2 if i == prompt_len else 4))
-    logits, cache = ours(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache,
-                         layer_params=layer_params)
+    logits, cache = forward(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1],
+                            cache, layer_params=layer_params)
     got.append(np.asarray(logits))
   assert int(cache.index) == prompt_len + steps and cache.max_len == prompt_len + steps + 1
   np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=tol(cfg),
