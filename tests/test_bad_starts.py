@@ -5,15 +5,13 @@ values of the wrong type inside a tuple (config.validate's type check)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import subprocess
-import sys
 
 import pytest
 
 from harnessrl_jax.config import base_config, type_problems, validate
 from harnessrl_jax.errors import ConfigError
+from tests.fork_starts import start_all
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = "--config=configs/tiny.py"
@@ -64,25 +62,16 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory):
-  """Runs every case, four at a time (each pays for its own imports); id -> result."""
+  """Starts every case (forked from one process that imported the libraries once:
+  tests/fork_starts.py); id -> (exit status, stdout, stderr)."""
   tmp = tmp_path_factory.mktemp("bad_starts")
   for name, (line, _) in BAD_FILES.items():
     (tmp / name).write_text("from harnessrl_jax.config import base_config\n\n\n"
                             "def get_config():\n  c = base_config()\n  " + line
                             + "  return c\n")
-  env = {**os.environ, "PYTHONPATH": REPO, "JAX_PLATFORMS": "cpu"}
-
-  def one(case):
-    key, module, args, _ = case
-    done = subprocess.run(
-        [sys.executable, "-m", f"harnessrl_jax.{module}",
-         *[a.format(tmp=tmp) for a in args]],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    return key, (done.returncode, done.stdout, done.stderr)
-
-  with concurrent.futures.ThreadPoolExecutor(4) as pool:
-    out = dict(pool.map(one, CASES))
-  return out, tmp
+  return dict(zip([c[0] for c in CASES], start_all(
+      [(f"harnessrl_jax.{module}", [a.format(tmp=tmp) for a in args], REPO)
+       for _, module, args, _ in CASES]))), tmp
 
 
 @pytest.mark.parametrize("key,module,args,texts", CASES, ids=[c[0] for c in CASES])

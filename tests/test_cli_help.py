@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from harnessrl_jax import cli
+from tests.fork_starts import start_all
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (module, help flag, what its usage must name: its main flag or argument)
 COMMANDS = [
     ("harnessrl_jax.train", "--help", ("--config", "--workdir", "--coordinator_address")),
@@ -31,18 +29,11 @@ COMMANDS = [
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory):
-  """Runs every command at once (each pays for its own imports); (module, flag) -> result."""
+  """Every command, started from one process that imported the libraries once
+  (tests/fork_starts.py); (module, flag) -> (exit status, stdout, stderr)."""
   cwd = tmp_path_factory.mktemp("cwd")
-  env = {**os.environ, "PYTHONPATH": REPO, "JAX_PLATFORMS": "cpu"}
-  procs = {(m, flag): subprocess.Popen([sys.executable, "-m", m, flag], cwd=cwd, env=env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True)
-           for m, flag, _ in COMMANDS}
-  out = {}
-  for key, p in procs.items():
-    stdout, stderr = p.communicate(timeout=300)
-    out[key] = (p.returncode, stdout, stderr)
-  return out, sorted(os.listdir(cwd))
+  results = start_all([(m, [flag], cwd) for m, flag, _ in COMMANDS])
+  return dict(zip([(m, flag) for m, flag, _ in COMMANDS], results)), sorted(os.listdir(cwd))
 
 
 @pytest.mark.parametrize("module,flag,names", COMMANDS,
