@@ -137,6 +137,30 @@ def test_bad_model_config_raises(model_cfg, match):
     loading.load_model(model_cfg)
 
 
+def test_tiny_tokenizer_equals_its_transformers_form():
+  """ByteTokenizer (no transformers import) against the PreTrainedTokenizerFast it converts
+  to: rendering, encoding and decoding, special tokens in the text included."""
+  ours = tiny_tokenizer()
+  ref = ours.to_transformers()
+  texts = ["", "plain", "Grüße 👋  x , y\n\n", " lead and trail ", "a<|im_end|>b<|pad|>",
+           "tabs\tand \r\n ends", "<|im_start|>user\nhi<|im_end|>\n"]
+  for text in texts:
+    assert ours(text)["input_ids"] == ref(text, add_special_tokens=False)["input_ids"], text
+  rng = np.random.default_rng(0)
+  for ids in [rng.integers(0, 264, n).tolist() for n in (0, 1, 7, 40)] + [[257, 65, 258, 259]]:
+    for skip in (True, False):
+      assert ours.decode(ids, skip) == ref.decode(ids, skip_special_tokens=skip), (ids, skip)
+  chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi 👋"},
+          {"role": "assistant", "content": "Hello."}]
+  for gen in (True, False):
+    assert ours.apply_chat_template(chat, add_generation_prompt=gen) == ref.apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=gen)
+  assert (len(ours), ours.get_vocab(), ours.eos_token_id, ours.pad_token_id) == (
+      len(ref), ref.get_vocab(), ref.eos_token_id, ref.pad_token_id)
+  assert set(ours.added_tokens_decoder) == set(ref.added_tokens_decoder)
+  assert ours.all_special_ids == ref.all_special_ids
+
+
 def test_prompt_builder_validates_messages_and_template():
   pb = PromptBuilder(tiny_tokenizer())
   text = "Grüße 👋"

@@ -2,7 +2,9 @@
 
 It wraps a `transformers` tokenizer and renders messages with the tokenizer's own chat
 template. `tiny_tokenizer()` builds a byte-level tokenizer in memory (256 byte tokens and 8
-special tokens, ChatML template) so tests and the "tiny" model need no files.
+special tokens, ChatML template) so tests and the "tiny" model need no files; it is a
+`ByteTokenizer`, which offers the part of a transformers tokenizer's API this package uses
+without importing transformers.
 `GEMMA3_CHAT_TEMPLATE` is Gemma 3's turn format, for Gemma tokenizers that ship without a
 template (the Gemma 3 270M base GGUF).
 
@@ -134,22 +136,71 @@ def _byte_to_unicode() -> dict[int, str]:
   return out
 
 
-def tiny_tokenizer():
-  """A deterministic byte-level tokenizer: ids 0-255 are bytes, 256-263 special tokens.
+class ByteTokenizer:
+  """The tiny byte-level tokenizer on the `tokenizers` library alone: importing transformers
+  takes 1-2 s, which every run of the tiny model (most of the test suite's driver runs) paid
+  for a tokenizer with no files. It offers what `PromptBuilder`, the schema compiler and
+  `save_hf_dir` use of a transformers tokenizer, with the same results (tested against
+  `to_transformers()`); `save_pretrained` writes transformers' files.
 
-  No merges, so any text round-trips and every id decodes. ChatML chat template; eos
-  <|im_end|> (258), pad <|pad|> (259).
+  Ids 0-255 are bytes, 256-263 special tokens; no merges, so any text round-trips and every
+  id decodes. ChatML chat template; eos <|im_end|> (258), pad <|pad|> (259).
   """
-  from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-  from transformers import PreTrainedTokenizerFast
 
-  vocab = {ch: b for b, ch in _byte_to_unicode().items()}
-  core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-  core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-  core.decoder = decoders.ByteLevel()
-  core.add_special_tokens(list(TINY_SPECIAL_TOKENS))
-  return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
-                                 pad_token="<|pad|>", chat_template=CHATML_TEMPLATE)
+  name_or_path = "tiny"
+  eos_token = "<|im_end|>"
+  pad_token = "<|pad|>"
+
+  def __init__(self):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    vocab = {ch: b for b, ch in _byte_to_unicode().items()}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.add_special_tokens(list(TINY_SPECIAL_TOKENS))
+    self.core = core
+    self.chat_template: str | None = CHATML_TEMPLATE
+    self.eos_token_id = core.token_to_id(self.eos_token)
+    self.pad_token_id = core.token_to_id(self.pad_token)
+    self.added_tokens_decoder = {core.token_to_id(t): t for t in TINY_SPECIAL_TOKENS}
+    self.all_special_ids = [self.eos_token_id, self.pad_token_id]
+
+  def __len__(self) -> int:
+    return self.core.get_vocab_size(with_added_tokens=True)
+
+  def get_vocab(self) -> dict[str, int]:
+    return self.core.get_vocab(with_added_tokens=True)
+
+  def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+    return {"input_ids": self.core.encode(text, add_special_tokens=add_special_tokens).ids}
+
+  def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+    return self.core.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+  def apply_chat_template(self, messages: Sequence[Mapping[str, str]], tokenize: bool = False,
+                          add_generation_prompt: bool = False) -> str:
+    """The rendered template, as transformers renders it (a sandbox with trimmed blocks)."""
+    if tokenize:
+      raise ValueError("ByteTokenizer renders text only: tokenize=False")
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(self.chat_template).render(
+        messages=list(messages), add_generation_prompt=add_generation_prompt,
+        eos_token=self.eos_token, pad_token=self.pad_token)
+
+  def to_transformers(self):
+    """The same tokenizer as a transformers `PreTrainedTokenizerFast`."""
+    from transformers import PreTrainedTokenizerFast
+    return PreTrainedTokenizerFast(tokenizer_object=self.core, eos_token=self.eos_token,
+                                   pad_token=self.pad_token, chat_template=self.chat_template)
+
+  def save_pretrained(self, path: str | os.PathLike) -> None:
+    self.to_transformers().save_pretrained(os.fspath(path))
+
+
+def tiny_tokenizer() -> ByteTokenizer:
+  """The tiny model's tokenizer (see `ByteTokenizer`)."""
+  return ByteTokenizer()
 
 
 def tiny_prompt_builder() -> PromptBuilder:
