@@ -109,10 +109,11 @@ CASES = {
 }
 
 
-# Variants of a case above in one respect (embeddings tied, layers listed instead of scanned):
+# Variants of a case above in one respect (embeddings tied, layers listed instead of scanned,
+# RoPE scaling and soft-capping, which act in the forward that every cache test shares):
 # CI checks their logits; their other tests are the slow tier's (HARNESSRL_SLOW_TESTS=1).
-VARIANTS = frozenset({"llama_tied", "llama_unscanned", "qwen2_tied", "qwen3_unscanned",
-                      "qwen3_5_unscanned"})
+VARIANTS = frozenset({"gemma3_linear_rope_softcap", "llama_tied", "llama_unscanned",
+                      "qwen2_tied", "qwen3_unscanned", "qwen3_5_unscanned"})
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
