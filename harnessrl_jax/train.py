@@ -204,7 +204,8 @@ def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParam
       cfg, judge=judge, history_log=history_log,
       candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None,
       attribution_log=os.path.join(workdir, run_files.ATTRIBUTIONS) if primary else None,
-      tasks=train_tasks)
+      tasks=train_tasks,
+      prompt_tokens=lambda chat: len(texts.prompt_builder.encode_chat(chat)))
   memory = Memory(cfg.memory, embedder_from_config(cfg.memory)) if cfg.ablation.memory else None
   return loop.make_evolve(evolver, texts, law), memory, setup_ops
 

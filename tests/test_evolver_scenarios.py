@@ -24,7 +24,8 @@ from tests import test_evolver_fixtures as fx
 
 
 def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=None,
-        prepare=None, step=5, candidate_log=None, llm_judge=True, judge=None):
+        prepare=None, step=5, candidate_log=None, llm_judge=True, judge=None,
+        critic_args=None):
   cfg = cfg or fx.settings()
   h = from_tasks(tasks)
   j = judge or fx.judge(with_llm=llm_judge)
@@ -34,8 +35,8 @@ def run(tasks, responses, *, policy=None, cfg=None, memory=True, key=0, history=
     prepare(mem, groups)
   policy = policy or fx.FakePolicy(fx.PROMPTS)
   ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(j, cfg, num_samples=4), history_log=history,
-               candidate_log=candidate_log)
+               critic=Critic(j, cfg, num_samples=4, **(critic_args or {})),
+               history_log=history, candidate_log=candidate_log)
   return h, groups, mem, ev.step(h, groups, step=step, key=jax.random.key(key), memory=mem,
                                  resample=policy)
 
@@ -66,6 +67,28 @@ def test_blind_criterion_gets_guidance_accepted_when_it_raises_reward():
   # Write-back: the draw, its labels and the accepted op are in memory.
   (d,) = mem.time.draws("t-blind")
   assert d.labels["c2"] == "blind" and d.actions[0]["op"] == "add_guidance"
+
+
+def test_guidance_that_would_overflow_the_largest_prompt_bucket_is_structural():
+  """A candidate whose task's training prompt no longer fits the sampler's largest bucket
+  is refused by check (iii) before any re-sample: accepted, it would stop the run at the
+  task's next draw (the sampler refuses such prompts)."""
+  chars = lambda chat: sum(len(m.content) for m in chat)
+  bound = chars(fx.BLIND.prompt) + 5      # the prompt fits; no guidance block does
+  policy = fx.FakePolicy(fx.PROMPTS)
+  _, _, _, res = run([fx.BLIND], [fx.BLIND_RESPONSES], policy=policy,
+                     critic_args={"prompt_tokens": chars, "max_prompt_tokens": bound})
+  measured = [r for r in res.records if r.candidate is not None]
+  assert measured and all(r.verdict == "rejected" for r in measured)
+  for r in measured:
+    (reason,) = r.measurement.reasons
+    assert reason.startswith("(iii) structural: the task's training prompt would be ")
+    assert f"more than the largest prompt bucket {bound}" in reason
+  assert policy.calls == [] and res.harness.guidance("t-blind") == ()
+  # With room for the block, the same candidate is measured and accepted as before.
+  _, _, _, res = run([fx.BLIND], [fx.BLIND_RESPONSES],
+                     critic_args={"prompt_tokens": chars, "max_prompt_tokens": 10 * bound})
+  assert [r.verdict for r in res.records if r.candidate is not None] == ["accepted"]
 
 
 def test_blind_guidance_rejected_when_it_does_not_raise_reward():

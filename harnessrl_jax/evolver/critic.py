@@ -32,7 +32,7 @@ of all its measurements of a step against evolver.max_unscored_share (evolve.py)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -119,12 +119,20 @@ class Critic:
     bands: {"guidance": (lo, hi), "rubric": (lo, hi)} in points; default: the config's.
     measure_effect: False accepts every structurally valid candidate without measuring
       it on the policy (config.ablation.critic False, the paper's "no critic").
+    prompt_tokens: the length in tokens of a chat as the policy's sampler encodes it; with
+      `max_prompt_tokens` (the largest of rollout.prompt_buckets), check (iii) refuses a
+      candidate whose task's training prompt would not fit: the sampler refuses such a
+      prompt, and an accepted one would stop the run at the task's next draw.
   """
 
   def __init__(self, judge, config: EvolverConfig, *, num_samples: int = 8,
                bands: Mapping[str, tuple[float, float]] | None = None,
-               measure_effect: bool = True):
+               measure_effect: bool = True,
+               prompt_tokens: Callable[[Sequence], int] | None = None,
+               max_prompt_tokens: int | None = None):
     self.judge = judge
+    self.prompt_tokens = prompt_tokens
+    self.max_prompt_tokens = max_prompt_tokens
     self.window = config.memory_window
     self.j = config.resample_j or int(num_samples)
     self.bands = {route: check_band(band, f"evolver {route} band")
@@ -142,7 +150,7 @@ class Critic:
       new = hops.apply_all(h, cand.ops)
     except HarnessError as e:
       return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None, Cost()
-    problems = tuple(self.structural_problems(h, new, cand))
+    problems = (*self.structural_problems(h, new, cand), *self._overlong(group, new))
     if not self.measure_effect:
       return Measurement(0.0, None, not problems, problems), new, Cost()
     if problems:  # not worth a policy query or a regrade
@@ -222,6 +230,17 @@ class Critic:
     if anchors_old - anchors_new:
       out.append(f"(iii) structural: anchors {sorted(anchors_old - anchors_new)} removed")
     return out
+
+  def _overlong(self, group: Group, new: Harness) -> tuple[str, ...]:
+    """Check (iii)'s prompt bound: the task's training prompt under `new` fits the largest
+    prompt bucket (nothing to check without `prompt_tokens` and `max_prompt_tokens`)."""
+    if self.prompt_tokens is None or self.max_prompt_tokens is None:
+      return ()
+    n = int(self.prompt_tokens(hguidance.render_prompt(group.task, new, training=True)))
+    if n <= self.max_prompt_tokens:
+      return ()
+    return (f"(iii) structural: the task's training prompt would be {n} tokens, more than "
+            f"the largest prompt bucket {self.max_prompt_tokens} (rollout.prompt_buckets)",)
 
   def _reversal(self, cand: Candidate, label: CriterionLabel, memory, step: int) -> str:
     if memory is None:

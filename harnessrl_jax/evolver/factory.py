@@ -20,7 +20,8 @@ def calibration_of(evolver: EvolverConfig) -> Calibration | None:
 
 def build_evolver(config, *, judge, client=None, history_log=None,
                   candidate_log: str | None = None,
-                  attribution_log: str | None = None, tasks=()) -> Evolver:
+                  attribution_log: str | None = None, tasks=(),
+                  prompt_tokens=None) -> Evolver:
   """The Evolver of `config` (the whole tree: evolver, ablation, judge, rollout, harness
   sections), its roles built once and already shaped by `config.ablation`.
 
@@ -35,6 +36,9 @@ def build_evolver(config, *, judge, client=None, history_log=None,
       record / every criterion's label are appended.
     tasks: the training pool (needed when evolver.transfer_tasks > 0: the tasks an
       accepted rubric repair is offered to).
+    prompt_tokens: chat -> its length in the policy's tokens; the critic then refuses a
+      candidate whose task's training prompt would not fit the largest of
+      config.rollout.prompt_buckets (Critic).
 
   The frozen policy the critic re-samples with is not built here: pass it to each
   `Evolver.step(..., resample=...)`.
@@ -45,7 +49,9 @@ def build_evolver(config, *, judge, client=None, history_log=None,
     client = _llm_client(config.judge, ev.llm_backend, judge)
   cal = calibration_of(ev)
   critic = Critic(judge, ev, num_samples=int(config.rollout.num_samples),
-                  bands=None if cal is None else cal.bands, measure_effect=ablation.critic)
+                  bands=None if cal is None else cal.bands, measure_effect=ablation.critic,
+                  prompt_tokens=prompt_tokens,
+                  max_prompt_tokens=max(int(b) for b in config.rollout.prompt_buckets))
   attributor = make_attributor(ev, client=client, judge=judge,
                                total_weight=float(config.harness.total_weight))
   proposer = make_proposer(ev, client=client, routes=ablation.routes)
