@@ -121,8 +121,9 @@ class Critic:
       it on the policy (config.ablation.critic False, the paper's "no critic").
     prompt_tokens: the length in tokens of a chat as the policy's sampler encodes it; with
       `max_prompt_tokens` (the largest of rollout.prompt_buckets), check (iii) refuses a
-      candidate whose task's training prompt would not fit: the sampler refuses such a
-      prompt, and an accepted one would stop the run at the task's next draw.
+      candidate whose task's training prompt would not fit, before re-sampling it: the
+      sampler refuses such a prompt, which would stop the run (in the re-sample, or at the
+      task's next draw had it been accepted unmeasured).
   """
 
   def __init__(self, judge, config: EvolverConfig, *, num_samples: int = 8,
