@@ -68,9 +68,9 @@ def tiny_driver_data(root):
 
 
 def jitted_forward(model):
-  """`model(tokens, positions, mask, cache=None, *, layer_params=None)` under one `jax.jit`. Called eagerly, a tiny
-  model compiles each of its ops on its own: ~170 compiles, 8 s, for one 6-layer Gemma 4
-  forward; under jit its forward compiles once per shape."""
+  """`model(tokens, positions, mask, cache=None, *, layer_params=None)` under one `jax.jit`.
+  Called eagerly, a tiny model compiles each of its ops on its own: ~170 compiles, 8 s, for
+  one 6-layer Gemma 4 forward; under jit its forward compiles once per shape."""
   import jax  # pylint: disable=g-import-not-at-top
   from flax import nnx  # pylint: disable=g-import-not-at-top
   graphdef, state = nnx.split(model)
