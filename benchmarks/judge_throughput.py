@@ -17,7 +17,12 @@ excluded), then `--repeats` timed calls on the same fresh cells; the median is r
               engine (answers usually run to the limit: small models explain at length).
   jetstream - `python -m harnessrl_jax.serve --model=smollm2` in a subprocess on 127.0.0.1
               with `--batch` decode slots; JetStreamClient sends all cells concurrently.
-local and jetstream produce the same greedy verdict text for a cell (reported as agreement).
+              The server keeps recent prompts' K, V (serving/prefix_cache.py), so a cell
+              whose prompt starts like a kept one prefills only the rest.
+  jetstream-rows - the same server with `--prefix_cache_entries=0`: every cell prefills
+              its whole prompt.
+local and jetstream produce the same greedy verdict text for a cell (reported as agreement),
+and so do both jetstream modes.
 
 Agreement (`--agreement-tasks N`, with the logits mode): N tasks of data/train.jsonl that
 have a reference answer; per task one criterion with a programmatic check (rotating through
@@ -26,7 +31,8 @@ deliberately wrong one, by the logit judge alone (checks off); its verdicts are 
 with the checks' own.
 
 Run: .venv/bin/python benchmarks/judge_throughput.py [--tasks 4 --responses 2 --batch 8]
-       [--criteria 3] [--modes logits,logits-rows,local,jetstream] [--agreement-tasks 20]
+       [--criteria 3] [--modes logits,logits-rows,local,jetstream,jetstream-rows]
+       [--agreement-tasks 20]
 """
 
 from __future__ import annotations
@@ -76,9 +82,11 @@ CRITERIA = (
     Criterion("c6", "The response lectures or moralises at the user.", -2.0),
 )
 WRONG_RESPONSE = "not sure, sorry. maybe ask someone else"
-RESPONSE = ("Here is a short answer ({tag}). Drink water, rest in a quiet room and keep a "
-            "regular sleep schedule. If the problem gets worse or new symptoms appear, talk "
-            "to a professional who can look at your situation in detail. Variant {i}.")
+# Each response differs from its first words (as sampled responses do), so the cells of
+# one task share the conversation, and only those of one response share the response.
+RESPONSE = ("Variant {i} ({tag}): here is a short answer. Drink water, rest in a quiet room "
+            "and keep a regular sleep schedule. If the problem gets worse or new symptoms "
+            "appear, talk to a professional who can look at your situation in detail.")
 
 
 def workload(num_tasks: int, num_responses: int, tag: str, num_criteria: int = 3):
@@ -172,7 +180,8 @@ def main():
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--prefill", type=int, default=512, help="prompt bucket / max prefill")
   parser.add_argument("--modes", default="logits,logits-rows,local,jetstream",
-                      help="comma-separated: logits, logits-rows, local (generate), jetstream")
+                      help="comma-separated: logits, logits-rows, local (generate), "
+                      "jetstream, jetstream-rows")
   parser.add_argument("--agreement-tasks", type=int, default=20,
                       help="bundled tasks for the logit-vs-check agreement (0: skip)")
   args = parser.parse_args()
@@ -222,8 +231,9 @@ def main():
                         batch_size=args.batch, prompt_buckets=buckets)
     rates["local"], matrices["local"] = run_backend(
         Judge(local, use_checks=False, settings=settings), args, "local")
-  if "jetstream" in modes:
-    rates["jetstream"], matrices["jetstream"] = run_jetstream(loaded, settings, args)
+  for mode in ("jetstream", "jetstream-rows"):
+    if mode in modes:
+      rates[mode], matrices[mode] = run_jetstream(loaded, settings, args, mode)
 
   if "local" in matrices and "jetstream" in matrices:
     local_m, js_m = matrices["local"], matrices["jetstream"]
@@ -231,15 +241,24 @@ def main():
              for j in range(len(local_m.raw[t][k]))]
     same = sum(local_m.raw[t][k][j] == js_m.raw[t][k][j] for t, k, j in cells)
     print(f"identical verdict text local vs jetstream: {same}/{len(cells)}")
+  if "jetstream" in matrices and "jetstream-rows" in matrices:
+    kept, rows = matrices["jetstream"].raw, matrices["jetstream-rows"].raw
+    cells = [(t, k, j) for t in range(len(rows)) for k in range(len(rows[t]))
+             for j in range(len(rows[t][k]))]
+    same = sum(kept[t][k][j] == rows[t][k][j] for t, k, j in cells)
+    print(f"identical verdict text jetstream kept prefixes vs rows: {same}/{len(cells)}")
   print(f"load average at end: {machine()['load_avg']}")
   print("RESULT " + ", ".join(f"{name} {rate:.3f} cells/s" for name, rate in rates.items()))
   if "logits" in rates and "logits-rows" in rates:
     print(f"RESULT ratio logits shared-prefix / rows {rates['logits'] / rates['logits-rows']:.2f}")
+  if "jetstream" in rates and "jetstream-rows" in rates:
+    print(f"RESULT ratio jetstream kept prefixes / rows "
+          f"{rates['jetstream'] / rates['jetstream-rows']:.2f}")
   if "logits" in rates and "local" in rates:
     print(f"RESULT ratio logits/local (generate) {rates['logits'] / rates['local']:.2f}")
 
 
-def run_jetstream(loaded, settings: JudgeSettings, args):
+def run_jetstream(loaded, settings: JudgeSettings, args, mode: str):
   """Starts the JetStream server in a subprocess and times the judge against it."""
   port = portpicker.pick_unused_port()
   env = dict(os.environ, PYTHONPATH=REPO)
@@ -247,7 +266,8 @@ def run_jetstream(loaded, settings: JudgeSettings, args):
       [sys.executable, "-m", "harnessrl_jax.serve", "--model=smollm2", f"--port={port}",
        f"--max_prefill_length={args.prefill}",
        f"--max_decode_length={max(2, args.max_new_tokens + 2)}",
-       f"--max_concurrent_decodes={args.batch}"],
+       f"--max_concurrent_decodes={args.batch}",
+       f"--prefix_cache_entries={0 if mode == 'jetstream-rows' else 16}"],
       cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   client = JetStreamClient(f"127.0.0.1:{port}", loaded.prompt_builder,
                            max_prompt_tokens=args.prefill, timeout_s=600,
@@ -259,7 +279,7 @@ def run_jetstream(loaded, settings: JudgeSettings, args):
         raise SystemExit("the JetStream server exited during start-up")
       time.sleep(0.5)
     print(f"jetstream server up in {time.perf_counter() - t0:.1f}s", flush=True)
-    return run_backend(Judge(client, use_checks=False, settings=settings), args, "jetstream")
+    return run_backend(Judge(client, use_checks=False, settings=settings), args, mode)
   finally:
     client.close()
     server.terminate()

@@ -33,6 +33,10 @@ _SCHEMA_STATES = flags.DEFINE_integer(
     "on demand; each growth compiles generate again)")
 _SCHEMA_CLASSES = flags.DEFINE_integer("schema_classes", 0,
                                        "JSON-schema tables: token classes per slot up front")
+_PREFIX_CACHE = flags.DEFINE_integer(
+    "prefix_cache_entries", 16, "prompts whose K, V are kept so that a prompt starting with "
+    "the same tokens prefills only the rest (0: off; models with sliding windows or linear "
+    "attention: always off)")
 _SEED = flags.DEFINE_integer("seed", 0, "weights seed for --model=tiny")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", "", "converted-weights cache (GGUF sources)")
 _DTYPE = flags.DEFINE_string("dtype", "float32", "activation dtype")
@@ -61,7 +65,8 @@ def main(argv) -> None:
   engine = DecoderEngine(loaded.model, loaded.prompt_builder,
                          max_concurrent_decodes=_SLOTS.value,
                          max_prefill_length=_PREFILL.value, max_decode_length=_DECODE.value,
-                         schema_table=(_SCHEMA_STATES.value, _SCHEMA_CLASSES.value))
+                         schema_table=(_SCHEMA_STATES.value, _SCHEMA_CLASSES.value),
+                         prefix_cache_entries=_PREFIX_CACHE.value)
   server = start_server(engine, _PORT.value, host=_HOST.value, threads=_THREADS.value or None,
                         keep_jetstream_logging=_JS_LOG.value)
   logging.warning("harnessrl_jax.serve: %s on %s:%d (%d slots)", _MODEL.value, _HOST.value,

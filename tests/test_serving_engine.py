@@ -154,3 +154,37 @@ def test_rows_that_outgrow_the_cache_are_ended(llama):
 def test_config_is_checked(llama):
   with pytest.raises(ConfigError, match="max_prefill_length=100"):
     DecoderEngine(llama, tiny_prompt_builder(), max_prefill_length=100)
+
+
+def test_kept_prefixes_give_the_same_tokens(llama):
+  """Requests that share a long prefix (as a judge's criteria on one response do) prefill
+  only their suffix on the kept K, V: tokens equal to greedy full forwards, the cache hit,
+  and the rows (a suffix chunk's padding inside them) survive slot reuse and compaction."""
+  pb = tiny_prompt_builder()
+  engine = DecoderEngine(llama, pb, max_concurrent_decodes=2, max_prefill_length=64,
+                         max_decode_length=24, prefix_cache_entries=2)
+  shared = "Judge: rain in Paris. Criterion"
+  texts = [shared + " one.", shared + " two, longer.", "an unrelated short one",
+           shared + " three!", shared]
+  requests = [pb.encode_chat([{"role": "user", "content": t}]) for t in texts]
+  # Rows of 50-60 slots that decode 20 tokens outgrow the 64 prefill slots, so compaction
+  # keeps only what row_len says a row holds: a suffix chunk's padding must be counted.
+  assert 2 * 16 < len(requests[0]) and max(map(len, requests)) < 64
+  got, state, _ = run_requests(engine, requests, [20, 9, 20, 13, 20])
+  stop = set(pb.eos_token_ids)
+  for ids, out, limit in zip(requests, got, [20, 9, 20, 13, 20]):
+    assert out == reference(llama, ids, limit, stop)
+  stats = engine.prefix_cache.stats
+  # Requests 2, 4 and 5 reuse request 1's blocks; request 3 shares only the chat template.
+  assert stats.hits >= 3 and stats.tokens_reused >= 3 * 32
+  assert 64 <= state.g <= 88
+  # The kept prompts: request 1 (most of it new); the others reused most of theirs.
+  assert len(engine.prefix_cache) == 2
+
+
+def test_prefix_cache_is_off_where_it_cannot_hold_the_state(model):
+  engine = DecoderEngine(model, tiny_prompt_builder(), max_prefill_length=64,
+                         max_decode_length=8)
+  assert (engine.prefix_cache is not None) == model.attends_fully()
+  assert DecoderEngine(model, tiny_prompt_builder(), max_prefill_length=64,
+                       max_decode_length=8, prefix_cache_entries=0).prefix_cache is None

@@ -13,6 +13,11 @@ rows' slots stay contiguous, so the window counted in slots is the window in tok
   prefill: runs the prompt minus its last token (left-padded to JetStream's length bucket),
            keeping the last token to feed first: exactly what the rollout engine does, so
            greedy output equals the local judge's.
+           With kept prefixes (serving/prefix_cache.py, models that attend fully), a
+           prompt whose first whole 16-token blocks equal a kept prompt's computes only the
+           rest: the kept K, V fill slots [R - P, R) and the rest runs as a left-padded
+           chunk at [R, W); the chunk's padding stays in the row (masked), so the row's
+           slot count is P + the chunk, not the prompt's length.
   insert:  writes the prefix's window into [g - W, g) of the slot's row and clears the
            rest of the row's mask (the invariant g >= max_prefill_length makes room); the
            prefix's linear states replace the row's, so a reused slot keeps nothing of the
@@ -63,6 +68,7 @@ from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.models.kv_cache import KVCache, init_cache, map_rows
 from harnessrl_jax.rollout.schema_dfa import SchemaCompiler
 from harnessrl_jax.serving import request_header, slot_grammar
+from harnessrl_jax.serving.prefix_cache import PrefixCache
 
 # JetStream's prefill buckets: max_prefill_length must be one of them (token_utils).
 PREFILL_BUCKETS = tuple(16 * 2 ** i for i in range(12))
@@ -141,6 +147,42 @@ def _prefill(graphdef, params, tokens, mask, ring: bool) -> KVCache:
   return _only_row(cache)
 
 
+SUFFIX_MULTIPLE = 16   # a prefill on a kept prefix computes its suffix in chunks of these
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _prefill_on_prefix(graphdef, params, entry_k, entry_v, reused, tokens, mask) -> KVCache:
+  """The cache row of a context whose first `reused` tokens have K, V in entry_k, entry_v
+  [attention layers, E, KV, Dh] (left-aligned): those fill slots [R - reused, R) and the
+  rest of the context, `tokens` [1, S] left-padded, runs at [R, W) on top of them
+  (R = W - S, W = the row's width, static: mask [1, W] is only its shape's carrier)."""
+  model = nnx.merge(graphdef, params)
+  width, chunk = mask.shape[1], tokens.shape[1]
+  region = width - chunk
+  src = jnp.arange(region) - (region - reused)
+  held = src >= 0
+  take = lambda e: jnp.where(held[None, :, None, None],
+                             jnp.take(e, jnp.clip(src, 0, e.shape[1] - 1), axis=1), 0)
+  cache = init_cache(model.cfg, 1, width)
+  pad = jnp.zeros((entry_k.shape[0], 1, chunk) + entry_k.shape[2:], cache.k.dtype)
+  chunk_mask = mask[:, region:]
+  cache = cache.replace(
+      k=jnp.concatenate([take(entry_k)[:, None].astype(cache.k.dtype), pad], axis=2),
+      v=jnp.concatenate([take(entry_v)[:, None].astype(cache.v.dtype), pad], axis=2),
+      mask=jnp.concatenate([held[None], jnp.zeros((1, chunk), bool)], axis=1),
+      index=jnp.asarray(region, jnp.int32))
+  positions = reused + jnp.maximum(jnp.cumsum(chunk_mask.astype(jnp.int32), axis=1) - 1, 0)
+  _, cache = model(tokens, positions, chunk_mask, cache)
+  return _only_row(cache)
+
+
+@jax.jit
+def _gather_slots(k, v, slots):
+  """K, V of one row ([attention layers, W, KV, Dh]) at `slots`, in that order (new
+  buffers: JetStream deletes the prefix's own after insert)."""
+  return jnp.take(k, slots, axis=1), jnp.take(v, slots, axis=1)
+
+
 @jax.jit
 def _insert(state_arrays, prefix, slot, g):
   """Writes a prefix into row `slot`: KV into window [g - W, g), its linear states over the
@@ -207,7 +249,8 @@ class DecoderEngine(engine_api.Engine):
 
   def __init__(self, model, prompt_builder, *, max_concurrent_decodes: int = 8,
                max_prefill_length: int = 1024, max_decode_length: int = 512,
-               schema_table: tuple[int, int] = (0, 0), devices=None):
+               schema_table: tuple[int, int] = (0, 0), prefix_cache_entries: int = 16,
+               devices=None):
     if max_prefill_length not in PREFILL_BUCKETS:
       raise ConfigError(f"max_prefill_length={max_prefill_length}: JetStream 0.2.2 needs one "
                         f"of its prefill buckets {PREFILL_BUCKETS}")
@@ -231,6 +274,12 @@ class DecoderEngine(engine_api.Engine):
     # Schema tables' starting size (states, token classes): a schema larger than the tables
     # so far grows them, which compiles generate anew; sized ahead, that happens never.
     self._schema_table = tuple(int(n) for n in schema_table)
+    # Kept prompts need every slot of every layer's K, V: not for sliding windows (rings)
+    # or linear attention, whose state is not a per-token cache.
+    # Blocks of SUFFIX_MULTIPLE: a kept prefix then always leaves its suffix chunk room in the
+    # row (reused + chunk = the context rounded up to 16 <= the width, a power of two).
+    self.prefix_cache = (PrefixCache(prefix_cache_entries, block=SUFFIX_MULTIPLE)
+                         if prefix_cache_entries > 0 and model.attends_fully() else None)
 
   # --- JetStream Engine API -------------------------------------------------------------
 
@@ -270,14 +319,56 @@ class DecoderEngine(engine_api.Engine):
     if len(ids) == 0:
       return self._dead(width, params)
     context, last = ids[:-1], ids[-1]
-    tokens = np.full((width,), self.prompt_builder.pad_id, np.int32)
-    mask = np.zeros((width,), bool)
-    if len(context):
-      tokens[width - len(context):] = context
-      mask[width - len(context):] = True
-    prefix = self._prefix(tokens, mask, int(last), len(context), True, params)
+    prefix = self._prefix_on_kept(context, int(last), width, params)
+    if prefix is None:
+      tokens = np.full((width,), self.prompt_builder.pad_id, np.int32)
+      mask = np.zeros((width,), bool)
+      if len(context):
+        tokens[width - len(context):] = context
+        mask[width - len(context):] = True
+      prefix = self._prefix(tokens, mask, int(last), len(context), True, params)
+      self._keep(context, prefix, width - len(context) + np.arange(len(context)), reused=0)
     prefix["schema"] = (dfa, max_tokens)   # host objects: JetStream deletes only jax.Arrays
     return prefix
+
+  def _prefix_on_kept(self, context: np.ndarray, last: int, width: int, params):
+    """The prefix of a context computed on top of a kept prompt's K, V, or None when no
+    kept prompt shares a block with it."""
+    if self.prefix_cache is None:
+      return None
+    reused, entry = self.prefix_cache.lookup(context)
+    if entry is None:
+      return None
+    n = len(context)
+    chunk = -(-(n - reused) // SUFFIX_MULTIPLE) * SUFFIX_MULTIPLE
+    tokens = np.full((1, chunk), self.prompt_builder.pad_id, np.int32)
+    chunk_mask = np.zeros((1, width), bool)
+    tokens[0, chunk - (n - reused):] = context[reused:]
+    chunk_mask[0, width - (n - reused):] = True
+    row = _prefill_on_prefix(self.graphdef, params, entry.k, entry.v,
+                             jnp.asarray(reused, jnp.int32), jnp.asarray(tokens),
+                             jnp.asarray(chunk_mask))
+    prefix = self._row_prefix(row, last, n, True)
+    prefix["row_slots"] = np.asarray(reused + chunk)   # the chunk's padding sits in the row
+    region = width - chunk
+    slots = np.concatenate([region - reused + np.arange(reused),
+                            width - (n - reused) + np.arange(n - reused)])
+    self._keep(context, prefix, slots, reused=reused)
+    return prefix
+
+  def _keep(self, context: np.ndarray, prefix, slots: np.ndarray, *, reused: int) -> None:
+    """Keeps the context's K, V (at `slots` of the prefix's row) for later prefills, when
+    most of it was new: a request that reused most of its context (a judge's next criterion
+    on the same response) would only crowd out the prompt it reused."""
+    cache = self.prefix_cache
+    n = len(context)
+    if cache is None or n < cache.block or 2 * reused >= n or cache.covers(context):
+      return
+    size = max(SUFFIX_MULTIPLE, 1 << (n - 1).bit_length())   # E: one compile per power of 2
+    idx = np.zeros((size,), np.int32)
+    idx[:n] = slots
+    k, v = _gather_slots(prefix["k"], prefix["v"], jnp.asarray(idx))
+    cache.store(context, k, v)
 
   def _schema_of(self, ids: np.ndarray):
     """(the request's TokenDFA or None, its max_tokens, the prompt ids without header)."""
@@ -305,12 +396,16 @@ class DecoderEngine(engine_api.Engine):
     else:  # nothing to attend to yet: an empty window and the linear layers' initial states
       # Eager, so every leaf is a buffer of its own: JetStream deletes them after insert.
       row = _only_row(init_cache(self.cfg, 1, tokens.shape[0], ring=self._ring))
+    return self._row_prefix(row, last, context_len, live)
+
+  @staticmethod
+  def _row_prefix(row: KVCache, last: int, context_len: int, live: bool):
     return {"k": row.k, "v": row.v, "mask": row.mask, "linear": row.linear,
             "ring_k": row.ring_k, "ring_v": row.ring_v,
             "token": jnp.asarray(last, jnp.int32),
             "position": jnp.asarray(context_len, jnp.int32),
             "live": jnp.asarray(live),
-            "context_len": np.asarray(context_len)}
+            "row_slots": np.asarray(context_len)}   # slots from its first token to the end
 
   def insert(self, prefix, decode_state: DecodeState, slot: int) -> DecodeState:
     st = decode_state
@@ -319,7 +414,7 @@ class DecoderEngine(engine_api.Engine):
                                          "token", "position", "live")},
                      jnp.asarray(slot, jnp.int32), jnp.asarray(st.g, jnp.int32))
     row_len, row_live = st.row_len.copy(), st.row_live.copy()
-    row_len[slot] = int(prefix["context_len"])
+    row_len[slot] = int(prefix["row_slots"])
     row_live[slot] = bool(np.asarray(prefix["live"]))
     dfa, max_tokens = prefix.get("schema", (None, 0))
     grammar = slot_grammar.assign(st.grammar, slot, dfa, max_tokens)
