@@ -269,3 +269,44 @@ def test_llm_proposer_is_told_that_guidance_for_a_penalty_says_to_avoid_it():
                           req.attribution, None, step=0, round=0)
   assert "must say to avoid what it names" in proposer_messages(blind)[-1].content
   assert "must say to avoid" not in proposer_messages(req)[-1].content
+
+
+# ---- guidance for a penalty every answer incurs: the group's own answer, repaired
+
+
+CUT = ("Leaves change colour in autumn because the days get shorter and cooler. The tree "
+       "stops making the green pigment that it uses to capture light. As the weeks go by "
+       "the other colours in the leaf become easier to")
+
+
+def test_a_blind_cut_off_penalty_gets_its_own_answer_without_the_unfinished_tail():
+  penalised = Task("t-pad", "science", fx.PADDED.prompt, fx.PADDED.criteria + (
+      Criterion("c2-hack", "Runs on to the length limit and is cut off mid-sentence", -10.0,
+                check=Check("cut_off")),))
+  responses = (CUT, CUT.replace("Leaves", "Foliage"), CUT.replace("tree", "plant"),
+               CUT.replace("cooler", "colder"))
+  _, req = request(penalised, responses, program_judge(), criterion="c2-hack")
+  assert req.label.label == "blind" and req.label.route == "guidance"
+  tried = Feedback(Candidate("guidance", "t-pad", "c2-hack", (), "guidance:criterion"),
+                   Measurement(0.0, (10.2, 28.0), False, ("sign",)))
+  req = dataclasses.replace(req, feedback=(tried,), round=1)
+  cand = propose(req)
+  assert cand.kind == "guidance:reference"
+  (op,) = cand.ops
+  best = responses[int(req.group.rewards.argmax())]
+  finished = best[:best.index("light.") + len("light.")]
+  assert op.content == (
+      "This answer avoids the fault \"Runs on to the length limit and is cut off "
+      f"mid-sentence\":\n{finished}\n\nThe same answer with the fault:\n{best}")
+
+
+def test_no_repaired_answer_when_the_edit_cannot_clear_the_penalty():
+  # A one-sentence reply cut off has nothing to drop; without memory there is no donor.
+  penalised = Task("t-pad", "science", fx.PADDED.prompt, fx.PADDED.criteria + (
+      Criterion("c2-hack", "Runs on to the length limit", -10.0, check=Check("cut_off")),))
+  one = "Leaves change colour because the days get shorter and the tree stops making"
+  _, req = request(penalised, (one,) * 4, program_judge(), criterion="c2-hack")
+  tried = Feedback(Candidate("guidance", "t-pad", "c2-hack", (), "guidance:criterion"),
+                   Measurement(0.0, (10.2, 28.0), False, ("sign",)))
+  cand = propose(dataclasses.replace(req, feedback=(tried,), round=1))
+  assert cand.kind == "guidance:critique"

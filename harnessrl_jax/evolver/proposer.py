@@ -4,9 +4,10 @@ Per route, the kinds of candidate, tried in order across the critic's rounds (a 
 was already sent back is not proposed again; the critic's measurement steers the order):
   sampling  level down (one rung of the ladder).
   guidance  `<criterion>` a paraphrase of the target criterion; `<reference>` a satisfying
-            and a violating response donated by similar criteria of other tasks (memory's
-            semantics index) or the task's own donors; `<critique>` the last group's
-            shortfall. When the task is at its guidance cap the oldest field is dropped in
+            and a violating response: for a penalty with a check, the group's own answer
+            with the penalised feature taken out (the attributor's edits) beside it as
+            written; else donated by similar criteria of other tasks (memory's semantics
+            index) or the task's own donors; `<critique>` the last group's shortfall. When the task is at its guidance cap the oldest field is dropped in
             the same candidate (a secondary operation).
   rubric    tighten: rewrite a non-anchor criterion whose check has an exploit-closing
             version (`TIGHTEN`: word_count -> fluent_word_count, with a lower bound also
@@ -47,6 +48,7 @@ from harnessrl_jax.data.frozen import thaw
 from harnessrl_jax.data.schema import Check, Criterion, Message
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.evolver import llm_json, phrases
+from harnessrl_jax.evolver.attributor import edited_versions
 from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.types import (ALL_ROUTES, Candidate, Cost, CriterionLabel, Feedback,
                                          Group, TaskAttribution)
@@ -139,7 +141,33 @@ def _criterion_content(req: ProposalRequest, crit: Criterion) -> str:
           "Make sure your answer does this explicitly.")
 
 
+def _repaired_pair(req: ProposalRequest, crit: Criterion) -> tuple[str, str] | None:
+  """For a penalty with a check: (an answer of this group with the penalised feature taken
+  out, the answer as written), or None. The policy's own answer, minus only the fault,
+  shows what to change more plainly than another task's answer: a donor differs in
+  everything. Edits are the attributor's interventions (attributor.edited_versions); an
+  edit counts only if the penalty's check no longer passes on the result. Taken from the
+  highest-reward answer that incurs the penalty; of its edits, the one keeping most words."""
+  if crit.weight >= 0 or crit.check is None:
+    return None
+  g = req.group
+  prompt = g.task.user_text
+  for j in np.argsort(-np.asarray(g.rewards), kind="stable"):
+    text = g.responses[int(j)]
+    if not checks.run_check(crit.check, text, prompt=prompt):
+      continue  # does not incur it
+    fixed = [t for t in edited_versions(text).values()
+             if t.strip() and not checks.run_check(crit.check, t, prompt=prompt)]
+    if fixed:
+      return max(fixed, key=phrases.num_words), text
+  return None
+
+
 def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
+  repaired = _repaired_pair(req, crit)
+  if repaired is not None:
+    return (f"This answer avoids the fault \"{crit.text.strip()}\":\n{repaired[0].strip()}"
+            f"\n\nThe same answer with the fault:\n{repaired[1].strip()}")
   memory = req.memory
   if memory is None:
     return ""
