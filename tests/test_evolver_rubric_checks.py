@@ -287,10 +287,7 @@ def test_a_blind_cut_off_penalty_gets_its_own_answer_without_the_unfinished_tail
                CUT.replace("cooler", "colder"))
   _, req = request(penalised, responses, program_judge(), criterion="c2-hack")
   assert req.label.label == "blind" and req.label.route == "guidance"
-  tried = Feedback(Candidate("guidance", "t-pad", "c2-hack", (), "guidance:criterion"),
-                   Measurement(0.0, (10.2, 28.0), False, ("sign",)))
-  req = dataclasses.replace(req, feedback=(tried,), round=1)
-  cand = propose(req)
+  cand = propose(req)  # the repaired answer is tried first
   assert cand.kind == "guidance:reference"
   (op,) = cand.ops
   best = responses[int(req.group.rewards.argmax())]
@@ -306,6 +303,7 @@ def test_no_repaired_answer_when_the_edit_cannot_clear_the_penalty():
       Criterion("c2-hack", "Runs on to the length limit", -10.0, check=Check("cut_off")),))
   one = "Leaves change colour because the days get shorter and the tree stops making"
   _, req = request(penalised, (one,) * 4, program_judge(), criterion="c2-hack")
+  assert propose(req).kind == "guidance:criterion"
   tried = Feedback(Candidate("guidance", "t-pad", "c2-hack", (), "guidance:criterion"),
                    Measurement(0.0, (10.2, 28.0), False, ("sign",)))
   cand = propose(dataclasses.replace(req, feedback=(tried,), round=1))

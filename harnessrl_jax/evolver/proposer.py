@@ -6,7 +6,7 @@ was already sent back is not proposed again; the critic's measurement steers the
   guidance  `<criterion>` a paraphrase of the target criterion; `<reference>` a satisfying
             and a violating response: for a penalty with a check, the group's own answer
             with the penalised feature taken out (the attributor's edits) beside it as
-            written; else donated by similar criteria of other tasks (memory's semantics
+            written, tried first; else donated by similar criteria of other tasks (memory's semantics
             index) or the task's own donors; `<critique>` the last group's shortfall. When the task is at its guidance cap the oldest field is dropped in
             the same candidate (a secondary operation).
   rubric    tighten: rewrite a non-anchor criterion whose check has an exploit-closing
@@ -222,7 +222,15 @@ def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate 
     return None
   mounted = dict(h.guidance(tid))
   crit = _criterion(h, tid, req.label.criterion_id)
-  for field, content_of in GUIDANCE_CONTENT.items():
+  fields = list(GUIDANCE_CONTENT)
+  if _repaired_pair(req, crit) is not None:
+    # The repaired answer first: a penalty every answer incurs is a behaviour the policy
+    # does not avoid when told to (its paraphrase in <criterion>), and with one critic
+    # round (the CPU default) only the first kind is ever measured.
+    fields.remove("reference")
+    fields.insert(0, "reference")
+  for field in fields:
+    content_of = GUIDANCE_CONTENT[field]
     kind = f"guidance:{field}"
     if kind in req.tried or field in mounted:
       continue
