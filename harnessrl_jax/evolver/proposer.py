@@ -6,9 +6,10 @@ was already sent back is not proposed again; the critic's measurement steers the
   guidance  `<criterion>` a paraphrase of the target criterion; `<reference>` a satisfying
             and a violating response: for a penalty with a check, the group's own answer
             with the penalised feature taken out (the attributor's edits) beside it as
-            written, tried first; else donated by similar criteria of other tasks (memory's semantics
-            index) or the task's own donors; `<critique>` the last group's shortfall. When the task is at its guidance cap the oldest field is dropped in
-            the same candidate (a secondary operation).
+            written, tried first; else donated by similar criteria of other tasks
+            (memory's semantics index) or the task's own donors; `<critique>` the last
+            group's shortfall. When the task is at its guidance cap the oldest field is
+            dropped in the same candidate (a secondary operation).
   rubric    tighten: rewrite a non-anchor criterion whose check has an exploit-closing
             version (`TIGHTEN`: word_count -> fluent_word_count, with a lower bound also
             a finished last sentence (all_of ... ends_complete), keyword_count
