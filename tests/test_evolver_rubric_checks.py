@@ -308,3 +308,31 @@ def test_no_repaired_answer_when_the_edit_cannot_clear_the_penalty():
                    Measurement(0.0, (10.2, 28.0), False, ("sign",)))
   cand = propose(dataclasses.replace(req, feedback=(tried,), round=1))
   assert cand.kind == "guidance:critique"
+
+
+def upper_task(reference):
+  return Task("t-up", "writing", (Message("user", "Write a haiku about coffee."),), (
+      Criterion("c1", "Is about coffee", 5.0, check=Check(
+          "keyword_present", FrozenMap({"keywords": ("coffee",), "mode": "any"}))),
+      Criterion("c2", "Is written entirely in capital letters", 5.0,
+                check=Check("all_uppercase"))), reference_answer=reference)
+
+
+HAIKUS = ("Coffee in the cup, warm steam", "Morning coffee, dark and sweet",
+          "Black coffee wakes me", "Slow coffee at dawn")
+
+
+def test_a_blind_criterion_gets_the_task_reference_that_its_check_confirms():
+  ref = "STEAM FROM BLACK COFFEE\nTHE KITCHEN SLOWLY WAKES UP"
+  _, req = request(upper_task(ref), HAIKUS, program_judge())
+  assert req.label.label == "blind"
+  cand = propose(req)  # the task's own example is tried first
+  assert cand.kind == "guidance:reference"
+  assert cand.ops[0].content == (
+      "An answer that meets the requirement \"Is written entirely in capital letters\":\n"
+      f"{ref}\n\nAn answer that missed it:\n{HAIKUS[0]}")
+
+
+def test_a_reference_its_check_does_not_confirm_is_not_shown():
+  _, req = request(upper_task("Steam from black coffee"), HAIKUS, program_judge())
+  assert propose(req).kind == "guidance:criterion"

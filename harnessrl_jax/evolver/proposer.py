@@ -4,12 +4,13 @@ Per route, the kinds of candidate, tried in order across the critic's rounds (a 
 was already sent back is not proposed again; the critic's measurement steers the order):
   sampling  level down (one rung of the ladder).
   guidance  `<criterion>` a paraphrase of the target criterion; `<reference>` a satisfying
-            and a violating response: for a penalty with a check, the group's own answer
-            with the penalised feature taken out (the attributor's edits) beside it as
-            written, tried first; else donated by similar criteria of other tasks
-            (memory's semantics index) or the task's own donors; `<critique>` the last
-            group's shortfall. When the task is at its guidance cap the oldest field is
-            dropped in the same candidate (a secondary operation).
+            and a violating response: from the task itself where its check confirms one
+            (the task's reference answer; for a penalty, the group's own answer with the
+            penalised feature taken out by the attributor's edits), then tried first;
+            else donated by similar criteria of other tasks (memory's semantics index) or
+            the task's own donors; `<critique>` the last group's shortfall. When the task
+            is at its guidance cap the oldest field is dropped in the same candidate (a
+            secondary operation).
   rubric    tighten: rewrite a non-anchor criterion whose check has an exploit-closing
             version (`TIGHTEN`: word_count -> fluent_word_count, with a lower bound also
             a finished last sentence (all_of ... ends_complete), keyword_count
@@ -142,33 +143,55 @@ def _criterion_content(req: ProposalRequest, crit: Criterion) -> str:
           "Make sure your answer does this explicitly.")
 
 
-def _repaired_pair(req: ProposalRequest, crit: Criterion) -> tuple[str, str] | None:
-  """For a penalty with a check: (an answer of this group with the penalised feature taken
-  out, the answer as written), or None. The policy's own answer, minus only the fault,
-  shows what to change more plainly than another task's answer: a donor differs in
-  everything. Edits are the attributor's interventions (attributor.edited_versions); an
-  edit counts only if the penalty's check no longer passes on the result. Taken from the
-  highest-reward answer that incurs the penalty; of its edits, the one keeping most words."""
-  if crit.weight >= 0 or crit.check is None:
+def _meets(crit: Criterion, text: str, prompt: str) -> bool:
+  """Whether `text` satisfies `crit` by its check (a penalty: does not incur it)."""
+  return checks.run_check(crit.check, text, prompt=prompt) != (crit.weight < 0)
+
+
+def _own_example(req: ProposalRequest, crit: Criterion) -> tuple[str, str, str] | None:
+  """(an answer that satisfies `crit`, one of this group's that does not, the template of
+  the pair) from the task itself, or None. A criterion with a check only, so that the
+  example is known to satisfy it:
+  - the task's reference answer when the check confirms it;
+  - for a penalty, the group's highest-reward answer that incurs it with the penalised
+    feature taken out by the attributor's edits (attributor.edited_versions), where that
+    clears the check, beside the answer as written: the policy's own answer minus only the
+    fault (of the edits that clear it, the one keeping most words).
+  Either shows what to change more plainly than another task's answer, which differs in
+  everything; the failing answer is the group's highest-reward one that misses `crit`."""
+  if crit.check is None:
     return None
   g = req.group
   prompt = g.task.user_text
-  for j in np.argsort(-np.asarray(g.rewards), kind="stable"):
-    text = g.responses[int(j)]
-    if not checks.run_check(crit.check, text, prompt=prompt):
-      continue  # does not incur it
-    fixed = [t for t in edited_versions(text).values()
-             if t.strip() and not checks.run_check(crit.check, t, prompt=prompt)]
-    if fixed:
-      return max(fixed, key=phrases.num_words), text
+  order = [g.responses[int(j)] for j in np.argsort(-np.asarray(g.rewards), kind="stable")]
+  missing = [r for r in order if not _meets(crit, r, prompt)]
+  if not missing:
+    return None
+  ref = g.task.reference_answer
+  if ref and ref.strip() and _meets(crit, ref, prompt):
+    return ref, missing[0], "reference"
+  if crit.weight < 0:
+    for text in missing:
+      fixed = [t for t in edited_versions(text).values()
+               if t.strip() and _meets(crit, t, prompt)]
+      if fixed:
+        return max(fixed, key=phrases.num_words), text, "repaired"
   return None
 
 
 def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
-  repaired = _repaired_pair(req, crit)
-  if repaired is not None:
-    return (f"This answer avoids the fault \"{crit.text.strip()}\":\n{repaired[0].strip()}"
-            f"\n\nThe same answer with the fault:\n{repaired[1].strip()}")
+  own = _own_example(req, crit)
+  if own is not None:
+    good, bad, how = own
+    quoted = crit.text.strip()
+    if how == "repaired":
+      return (f"This answer avoids the fault \"{quoted}\":\n{good.strip()}\n\n"
+              f"The same answer with the fault:\n{bad.strip()}")
+    if crit.weight < 0:
+      return (f"An answer that avoids the fault \"{quoted}\":\n{good.strip()}\n\n"
+              f"An answer that did not:\n{bad.strip()}")
+    return (f"An answer that meets the requirement \"{quoted}\":\n{good.strip()}\n\n"
+            f"An answer that missed it:\n{bad.strip()}")
   memory = req.memory
   if memory is None:
     return ""
@@ -224,10 +247,11 @@ def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate 
   mounted = dict(h.guidance(tid))
   crit = _criterion(h, tid, req.label.criterion_id)
   fields = list(GUIDANCE_CONTENT)
-  if _repaired_pair(req, crit) is not None:
-    # The repaired answer first: a penalty every answer incurs is a behaviour the policy
-    # does not avoid when told to (its paraphrase in <criterion>), and with one critic
-    # round (the CPU default) only the first kind is ever measured.
+  if _own_example(req, crit) is not None:
+    # The task's own example first: an answer that shows the criterion met moves this
+    # policy more than the criterion restated (whose re-sampled Delta centred on 0 in
+    # the testbed's records, docs/testbed.md), and with one critic round (the CPU
+    # default) only the first kind is ever measured.
     fields.remove("reference")
     fields.insert(0, "reference")
   for field in fields:
