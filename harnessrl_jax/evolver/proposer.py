@@ -248,10 +248,10 @@ def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate 
   crit = _criterion(h, tid, req.label.criterion_id)
   fields = list(GUIDANCE_CONTENT)
   if _own_example(req, crit) is not None:
-    # The task's own example first: an answer that shows the criterion met moves this
-    # policy more than the criterion restated (whose re-sampled Delta centred on 0 in
-    # the testbed's records, docs/testbed.md), and with one critic round (the CPU
-    # default) only the first kind is ever measured.
+    # The task's own example first: it is the most specific guidance there is, and with
+    # one critic round (the CPU default) only the first kind is ever measured. On the
+    # testbed it moved the critic's re-sample no more than the criterion restated
+    # (docs/testbed.md, 2026-12-03).
     fields.remove("reference")
     fields.insert(0, "reference")
   for field in fields:
