@@ -3,7 +3,8 @@
   python -m harnessrl_jax.calibrate --config=configs/tiny.py --workdir=/tmp/run [--tasks=N]
 
 Loads the training pool (config.data), the initial policy (config.model) and the judge
-(config.judge); samples config.rollout.num_samples responses per task twice and regrades
+(config.judge); samples config.rollout.num_samples responses per task, then as many again
+as the critic's guidance re-sample draws (evolver.resample_j), and regrades the first group
 once without changes (evolver/calibration.py); writes <workdir>/calibration.json, which
 training reads through evolver.calibration_path. --tasks (or evolver.calibrate_tasks)
 measures only the first N tasks of the pool; 0 measures all of them.
@@ -62,7 +63,7 @@ def run_calibration(config, workdir: str, tasks: int = -1, *, judge=None, resamp
   cal = calibration.null_measurement(
       pool, h, resample, judge, jax.random.fold_in(jax.random.key(config.seed), 1),
       int(config.rollout.num_samples), min_band=float(ev.calibrate_min_band),
-      default_ladder=tuple(config.harness.ladder))
+      default_ladder=tuple(config.harness.ladder), resample_samples=int(ev.resample_j))
   return cal, calibration.write_calibration(cal, workdir)
 
 

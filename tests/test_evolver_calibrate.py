@@ -16,6 +16,7 @@ from harnessrl_jax.evolver.calibration import (bands_and_ladder, null_measuremen
                                                unsaturated_share)
 from harnessrl_jax.harness import SetLadder, apply, from_tasks
 from harnessrl_jax.judges.client import TransportError
+from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.judge import Judge, JudgeError, JudgeSettings
 from harnessrl_jax.judges.score_matrix import Unscored
 from tests import test_evolver_fixtures as fx
@@ -99,6 +100,27 @@ def test_calibrate_end_to_end_on_tiny(tmp_path):
                                                    "rubric": (3.1, 28.0)}
   h = apply(from_tasks([fx.BLIND]), SetLadder(back.ladder))
   assert tuple(np.asarray(h.ladder).tolist()) == pytest.approx(back.ladder)
+
+
+def test_null_group_b_is_the_critics_resample_size():
+  """The guidance null compares a re-sample of evolver.resample_j answers with the recorded
+  group of J, as the critic's guidance measurement does (a smaller re-sample is noisier)."""
+  h = from_tasks([fx.SPURIOUS])
+  judge = Judge(fx.FakeJudgeClient(), use_checks=True,
+                settings=JudgeSettings(max_unscored_share=1.0))
+  kw = dict(min_band=0.0, default_ladder=(1.0, 0.61, 0.38, 0.17))
+  policy = fx.FakePolicy(fx.PROMPTS)   # deterministic: the first n canned responses
+  same = null_measurement([fx.SPURIOUS], h, policy, judge, jax.random.key(0), 4, **kw)
+  half = null_measurement([fx.SPURIOUS], h, policy, judge, jax.random.key(0), 4,
+                          resample_samples=2, **kw)
+  a = grade(judge, [fx.SPURIOUS], [list(fx.SPURIOUS_RESPONSES[:4])],
+            [h.criteria(fx.SPURIOUS.id)]).rewards[0]
+  assert same.per_task[0]["reward_b"] == same.per_task[0]["reward_a"]
+  assert half.per_task[0]["reward_a"] == pytest.approx(float(np.mean(a[:4])), abs=1e-6)
+  assert half.per_task[0]["reward_b"] == pytest.approx(float(np.mean(a[:2])), abs=1e-6)
+  assert half.per_task[0]["reward_b"] != half.per_task[0]["reward_a"]
+  assert (half.stats["group_a_samples"], half.stats["group_b_samples"]) == (4, 2)
+  assert same.stats["group_b_samples"] == 4
 
 
 class _DownOnStockPhrases(fx.FakeJudgeClient):

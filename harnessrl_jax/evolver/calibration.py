@@ -2,7 +2,10 @@
 
 For each task of (a subset of) the training pool, with H_0 and the initial policy:
   group A  J responses, graded;
-  group B  J fresh responses under the same harness (re-sample without changes);
+  group B  fresh responses under the same harness (re-sample without changes), as many as
+           the critic's guidance re-sample draws (evolver.resample_j; J when 0): the null
+           is then the variation of the very measurement the band judges (mean of the
+           re-sample minus mean of the recorded group);
   regrade  group A graded again by a judge without a verdict cache (regrade without
            changes).
 Null variations, in points (reward x Lambda): |mean B - mean A| for guidance,
@@ -121,8 +124,10 @@ def bands_and_ladder(guidance_null: Sequence[float], rubric_null: Sequence[float
 
 def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
                      num_samples: int, *, min_band: float, default_ladder,
-                     batch_size: int = 8) -> Calibration:
-  """Runs the cold-start pass over `tasks` (batches of `batch_size` tasks)."""
+                     batch_size: int = 8, resample_samples: int = 0) -> Calibration:
+  """Runs the cold-start pass over `tasks` (batches of `batch_size` tasks): groups A of
+  `num_samples`, groups B of `resample_samples` (0: `num_samples`)."""
+  resample_samples = resample_samples or num_samples
   lam = h.total_weight
   fresh = uncached(judge)
   g_null, r_null, ranges, shares, per_task = [], [], [], [], []
@@ -132,7 +137,7 @@ def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
     ka, kb = jax.random.split(jax.random.fold_in(key, start))
     try:
       a, judged_a = sample_groups(batch, h, resample, judge, ka, num_samples)
-      b, judged_b = sample_groups(batch, h, resample, judge, kb, num_samples)
+      b, judged_b = sample_groups(batch, h, resample, judge, kb, resample_samples)
       crits = [g.criteria for g in a]
       judged = grade(fresh, batch, [g.responses for g in a], crits)
     except JudgeError as e:
@@ -154,7 +159,9 @@ def null_measurement(tasks, h: Harness, resample, judge: Judge, key: jax.Array,
                        "unsaturated_share": _r(share)})
   cal = bands_and_ladder(g_null, r_null, ranges, shares, min_band=min_band,
                          default_ladder=default_ladder)
-  return dataclasses.replace(cal, per_task=tuple(per_task), unscored=lost)
+  stats = dict(cal.stats, group_a_samples=int(num_samples),
+               group_b_samples=int(resample_samples))
+  return dataclasses.replace(cal, stats=stats, per_task=tuple(per_task), unscored=lost)
 
 
 def _valid(g) -> np.ndarray:
