@@ -43,6 +43,24 @@ def gguf_location() -> tuple[str, str]:
   return folder, os.path.basename(files[0])
 
 
+def load_model(threads: int):
+  """(tokenizer, model, file name): SmolLM2-135M-Instruct in float32 on `threads` CPU
+  threads, the tokenizer padding on the left for batched generation."""
+  import torch  # pylint: disable=import-outside-toplevel
+  import transformers  # pylint: disable=import-outside-toplevel
+
+  torch.set_num_threads(threads)
+  folder, name = gguf_location()
+  tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+  model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                            dtype=torch.float32)
+  model.eval()
+  tok.padding_side = "left"
+  if tok.pad_token is None:
+    tok.pad_token = tok.eos_token
+  return tok, model, name
+
+
 def criterion_kind(c) -> str:
   """Groups criteria for the report: by template tag, constraints by their check type."""
   tpl = next((t[4:] for t in c.tags if t.startswith("tpl:")), "")
@@ -68,15 +86,9 @@ def main() -> None:
   args = parser.parse_args()
 
   import torch  # pylint: disable=import-outside-toplevel
-  import transformers  # pylint: disable=import-outside-toplevel
 
-  torch.set_num_threads(args.threads)
-  folder, name = gguf_location()
   t0 = time.time()
-  tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-  model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
-                                                            dtype=torch.float32)
-  model.eval()
+  tok, model, name = load_model(args.threads)
   print(f"loaded {name} in {time.time() - t0:.0f} s")
 
   train = loader.load_tasks(os.path.join(DATA_DIR, "train.jsonl"))
@@ -93,9 +105,6 @@ def main() -> None:
   # Every fifth task per domain: spread over topics, same subset on every run.
   subset = [t for ts in by_domain.values() for t in ts[::5][:args.tasks_per_domain]]
 
-  tok.padding_side = "left"
-  if tok.pad_token is None:
-    tok.pad_token = tok.eos_token
   torch.manual_seed(args.seed)
   responses: dict[str, list[str]] = {}
   t0 = time.time()

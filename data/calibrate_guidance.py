@@ -35,7 +35,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=wrong-import-position
-from calibrate_bundled import gguf_location  # noqa: E402
+from calibrate_bundled import load_model  # noqa: E402
 from harnessrl_jax.data import checks, loader  # noqa: E402
 from harnessrl_jax.evolver.proposer import _criterion_content  # noqa: E402
 from harnessrl_jax.harness.guidance import render_block  # noqa: E402
@@ -62,16 +62,8 @@ def main() -> None:
   args = parser.parse_args()
 
   import torch  # pylint: disable=import-outside-toplevel
-  import transformers  # pylint: disable=import-outside-toplevel
 
-  torch.set_num_threads(args.threads)
-  folder, name = gguf_location()
-  tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-  model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
-                                                            dtype=torch.float32).eval()
-  tok.padding_side = "left"
-  if tok.pad_token is None:
-    tok.pad_token = tok.eos_token
+  tok, model, _ = load_model(args.threads)
   torch.manual_seed(args.seed)
 
   def sample(messages: list[dict]) -> list[str]:
