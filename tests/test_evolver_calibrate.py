@@ -96,6 +96,13 @@ def test_calibrate_end_to_end_on_tiny(tmp_path):
     config.evolver = fx.config(calibration_path=str(tmp_path))
   ev = build_evolver(config, judge=None)
   assert ev.critic.bands == back.bands and ev.critic.j == config.rollout.num_samples
+  # A run whose critic re-samples another number of answers than the band was measured
+  # with is refused, naming the file and the fields.
+  with config.unlocked():
+    config.evolver.resample_j = config.rollout.num_samples + 1
+  with pytest.raises(ConfigError, match=r"calibration\.json|resample_j") as err:
+    build_evolver(config, judge=None)
+  assert str(tmp_path) in str(err.value) and "evolver.resample_j" in str(err.value)
   assert Critic(None, fx.settings()).bands == {"guidance": (10.2, 28.0),
                                                    "rubric": (3.1, 28.0)}
   h = apply(from_tasks([fx.BLIND]), SetLadder(back.ladder))

@@ -4,6 +4,7 @@ ablations, the critic's bands (cold start or defaults)."""
 from __future__ import annotations
 
 from harnessrl_jax.data.splits import resolve
+from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.evolver.attributor import make_attributor
 from harnessrl_jax.evolver.calibration import Calibration, read_calibration
 from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig
@@ -16,6 +17,18 @@ def calibration_of(evolver: EvolverConfig) -> Calibration | None:
   """The cold start result `evolver.calibration_path` names, or None when it is empty."""
   path = str(evolver.calibration_path)
   return read_calibration(resolve(path)) if path else None
+
+
+def check_resample_size(cal: Calibration, critic_j: int, path: str) -> None:
+  """A guidance band is the null spread of a J-answer re-sample mean, which narrows as J
+  grows: bands measured at one J judge another J's Delta too leniently or too strictly."""
+  measured = cal.stats.get("group_b_samples")
+  if measured is not None and int(measured) != int(critic_j):
+    raise ConfigError(
+        f"evolver.calibration_path: {path} measured the guidance band with re-samples of "
+        f"{int(measured)} answers, but this run's critic re-samples {int(critic_j)} "
+        "(evolver.resample_j, or rollout.num_samples when it is 0): rerun "
+        "`python -m harnessrl_jax.calibrate` with this config")
 
 
 def build_evolver(config, *, judge, client=None, history_log=None,
@@ -52,6 +65,8 @@ def build_evolver(config, *, judge, client=None, history_log=None,
                   bands=None if cal is None else cal.bands, measure_effect=ablation.critic,
                   prompt_tokens=prompt_tokens,
                   max_prompt_tokens=max(int(b) for b in config.rollout.prompt_buckets))
+  if cal is not None:
+    check_resample_size(cal, critic.j, str(ev.calibration_path))
   attributor = make_attributor(ev, client=client, judge=judge,
                                total_weight=float(config.harness.total_weight))
   proposer = make_proposer(ev, client=client, routes=ablation.routes)
