@@ -2,8 +2,9 @@
 beta 0.001, ~500 steps, on 16 hosts x 8 H100 (mesh data 16 x fsdp 8).
 
 The judge and the evolver's LLM roles run on an OpenAI-compatible endpoint (vLLM, SGLang,
-tpu-inference) serving gemma-4-31B-it (our decoder has no Gemma 4); for JetStream set
-judge.backend = "jetstream" and judge.jetstream.address. Set before launching (placeholders
+tpu-inference) serving gemma-4-31B-it; for JetStream set judge.backend = "jetstream" and
+judge.jetstream.address (our engine loads the released multimodal checkpoint's text model:
+`python -m harnessrl_jax.serve --model=PATH`; untried at 31B). Set before launching (placeholders
 below):
   model.path            the policy's HF safetensors directory (Qwen3.5-4B: the multimodal
                         checkpoint; its text decoder is read)

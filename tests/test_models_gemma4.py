@@ -256,9 +256,9 @@ def test_export_round_trip_loads_in_transformers(pair, forward, tmp_path):
                                 got)
 
 
-def test_multimodal_and_bidirectional_configs_are_refused():
-  with pytest.raises(ConfigError, match="multimodal Gemma 4"):
-    ModelConfig.from_hf({"model_type": "gemma4", "text_config": hf_config().to_dict()})
+def test_bidirectional_configs_are_refused():
+  # (The multimodal wrapper, model_type "gemma4", loads its text model:
+  # tests/test_models_multimodal.py.)
   with pytest.raises(ConfigError, match="use_bidirectional_attention"):
     ModelConfig.from_hf({**hf_config().to_dict(), "use_bidirectional_attention": "all"})
   # "vision" leaves text causal: read as the same model.

@@ -55,6 +55,9 @@ LAYER_TYPES = ATTENTION_TYPES + ("linear_attention",)
 DTYPES = ("float32", "bfloat16", "float16")
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 # HF `model_type` -> our family.
+# Multimodal wrappers -> the model_type of the text model under their text_config.
+_MULTIMODAL_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "gemma3": "gemma3_text",
+                          "gemma4": "gemma4_text"}
 _HF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
                    "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5",
                    "gemma4_text": "gemma4"}
@@ -333,18 +336,17 @@ class ModelConfig:
         raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
     c = dict(config)
     model_type = c.get("model_type")
-    if model_type == "qwen3_5" and isinstance(c.get("text_config"), Mapping):
-      # The released Qwen3.5 checkpoints are the multimodal wrapper: read its text model
-      # (hf_io reads the text weights and leaves the vision tower).
-      c = {**c["text_config"], "tie_word_embeddings": c.get(
-          "tie_word_embeddings", c["text_config"].get("tie_word_embeddings", False))}
-      model_type = c.get("model_type", "qwen3_5_text")
-    if model_type == "gemma3":
-      raise ConfigError(f"{where}: model_type='gemma3' is the multimodal Gemma 3; load a "
-                        "text-only checkpoint (model_type 'gemma3_text', Gemma3ForCausalLM)")
-    if model_type == "gemma4":
-      raise ConfigError(f"{where}: model_type='gemma4' is the multimodal Gemma 4; load a "
-                        "text-only checkpoint (model_type 'gemma4_text', Gemma4ForCausalLM)")
+    if model_type in _MULTIMODAL_TEXT_TYPES and isinstance(c.get("text_config"), Mapping):
+      # The released Qwen3.5, Gemma 3 (4B and up) and Gemma 4 checkpoints are multimodal
+      # wrappers: read the text model (hf_io reads its weights and leaves the vision and
+      # audio towers). Tying is the wrapper's field, as transformers reads it.
+      text = c["text_config"]
+      c = {**text, "tie_word_embeddings": c.get("tie_word_embeddings",
+                                                 text.get("tie_word_embeddings", False))}
+      model_type = c.setdefault("model_type", _MULTIMODAL_TEXT_TYPES[model_type])
+    if model_type in _MULTIMODAL_TEXT_TYPES:
+      raise ConfigError(f"{where}: model_type={model_type!r} is a multimodal wrapper without "
+                        "a text_config; expected its text model's fields under text_config")
     if model_type not in _HF_MODEL_TYPES:
       raise ConfigError(f"{where}: model_type={model_type!r} is not supported; "
                         f"have {sorted(_HF_MODEL_TYPES)}")

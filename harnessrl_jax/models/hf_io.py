@@ -8,9 +8,12 @@ Gemma 4's per-layer input parameters (`per_layer_inputs/...`, `layers/i/per_laye
 sit directly on `model.` and `model.layers.i.` in HF, whose KV-shared layers' k/v
 projections and norms, which some checkpoints hold, are ignored as transformers ignores them.
 A Gated DeltaNet conv kernel [K, C] is HF's depthwise Conv1d weight [C, 1, K] rearranged.
-Released Qwen3.5 checkpoints (the multimodal wrapper) keep the text model under
-`model.language_model.`; it is read as `model.`, and the vision tower and multi-token
-prediction head (`model.visual.`, `mtp.`) are left, as transformers' text model leaves them.
+Multimodal wrappers (the released Qwen3.5, Gemma 3 4B+ and Gemma 4 checkpoints) keep the
+text model under `model.language_model.` (or, in Gemma 3's stored layout,
+`language_model.model.` and `language_model.lm_head.`); it is read as `model.` and
+`lm_head.`, and the vision and audio towers, their projectors and Qwen3.5's multi-token
+prediction head are left, as transformers' text model leaves them. Any other tensor is still
+refused by name.
 An exported directory (config.json, model.safetensors, generation_config.json and, when
 given, the tokenizer files) loads with `transformers.AutoModelForCausalLM.from_pretrained`.
 """
@@ -39,9 +42,13 @@ _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                   "qwen3_5": "Qwen3_5ForCausalLM", "gemma4": "Gemma4ForCausalLM"}
 # Buffers some checkpoints carry that are recomputed here.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Where multimodal checkpoints keep the text model, and its names in a text-only one.
+_TEXT_PREFIXES = {"model.language_model.": "model.", "language_model.model.": "model.",
+                  "language_model.lm_head.": "lm_head."}
 # Parts of multimodal checkpoints that the text decoder does not use.
-_IGNORED_PREFIXES = ("model.visual.", "mtp.")
-_TEXT_PREFIX = "model.language_model."
+_IGNORED_PREFIXES = ("model.visual.", "mtp.", "model.vision_tower.", "vision_tower.",
+                     "model.multi_modal_projector.", "multi_modal_projector.",
+                     "model.embed_vision.", "model.audio_tower.", "model.embed_audio.")
 # Our module names that HF's do not have (Gemma 4's per-layer inputs sit on the model and
 # on each layer there, its router, experts and their norms on the layer), and our bare
 # embedding tables, which HF names `<name>.weight`.
@@ -86,10 +93,15 @@ def hf_name(path: tuple) -> tuple[str, str]:
 
 def text_tensors(tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
   """A multimodal checkpoint's text-decoder tensors under the text model's names."""
-  if not any(n.startswith(_TEXT_PREFIX) for n in tensors):
+  if not any(n.startswith(tuple(_TEXT_PREFIXES)) for n in tensors):
     return dict(tensors)
-  return {("model." + n[len(_TEXT_PREFIX):] if n.startswith(_TEXT_PREFIX) else n): t
-          for n, t in tensors.items() if not n.startswith(_IGNORED_PREFIXES)}
+  out = {}
+  for n, t in tensors.items():
+    if n.startswith(_IGNORED_PREFIXES):
+      continue
+    prefix = next((p for p in _TEXT_PREFIXES if n.startswith(p)), "")
+    out[_TEXT_PREFIXES[prefix] + n[len(prefix):] if prefix else n] = t
+  return out
 
 
 def _entries(path: tuple, cfg: ModelConfig) -> tuple[list[tuple[str, str]], bool]:
