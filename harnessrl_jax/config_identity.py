@@ -112,7 +112,7 @@ EXPERIMENT: frozenset[str] = frozenset({
                         "llm_fallback_to_rule rounds guidance_band rubric_band "
                         "calibration_path memory_window saturated_history min_confidence "
                         "length_ratio phrase_share disagreement_points intervention "
-                        "intervention_flip_share intervention_rest_points resample_j "
+                        "intervention_flip_share intervention_rest_points resample_j prefetch_resamples "
                         "negative_weight transfer_tasks async_evolver calibrate_tasks "
                         "calibrate_min_band"),
     # steps: the guidance schedule's quarters and the last step's evaluation depend on it

@@ -86,3 +86,37 @@ def test_same_key_same_next_harness_on_the_tiny_policy(sampler):
   assert [r.to_json() for r in a.records] == [r.to_json() for r in b.records]
   assert a.accounting["critic"]["rollouts"] == J * sum(
       1 for r in a.records if r.route == "guidance" and r.candidate is not None)
+
+
+def test_prefetched_resamples_give_the_same_step_on_the_tiny_policy(sampler):
+  """Three tasks, each with a guidance candidate: drawn ahead in one call
+  (evolver.prefetch_resamples, the default) or one call per candidate, the step is the
+  same, through the real rollout engine."""
+  tasks = [Task(f"t-{w}", "science", (Message("user", f"Describe the {w}."),), TASK.criteria)
+           for w in ("water cycle", "moon", "tides")]
+  h = from_tasks(tasks)
+  judge = fx.judge(with_llm=False)
+  groups, _ = sample_groups(tasks, h, sampler, judge, jax.random.key(7), J)
+  calls = []
+
+  def counted(chats, key, num_samples):
+    calls.append(len(chats))
+    return sampler(chats, key, num_samples)
+
+  out = {}
+  for prefetch in (False, True):
+    cfg = fx.settings(prefetch_resamples=prefetch)
+    ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
+                 critic=Critic(judge, cfg, num_samples=J))
+    assert ev.prefetch is prefetch
+    calls.clear()
+    res = ev.step(h, groups, step=0, key=jax.random.key(3), memory=fx.new_memory(h),
+                  resample=counted)
+    out[prefetch] = res, list(calls)
+  (seq, seq_calls), (pre, pre_calls) = out[False], out[True]
+  rounds = [r.round for r in seq.records if r.route == "guidance" and r.candidate is not None]
+  # Round 0 of each task is drawn ahead; a later round follows its predecessor's verdict.
+  assert rounds.count(0) == 3 and seq_calls == [1] * len(rounds)
+  assert pre_calls == [3] + [1] * (len(rounds) - 3)
+  assert pre.digest == seq.digest
+  assert [r.to_json() for r in pre.records] == [r.to_json() for r in seq.records]

@@ -130,6 +130,30 @@ def test_sample_rows_do_not_depend_on_other_prompts():
   np.testing.assert_allclose(first.logprobs, full.logprobs[:2], atol=1e-5)
 
 
+def test_a_key_per_prompt_gives_each_prompt_what_it_gets_alone():
+  """The critic's prefetch (evolver/prefetch.py) batches single-prompt calls: prompt p with
+  key[p] in a batch equals prompt p alone with key[p], whatever its neighbours, the batch
+  padding (batch_multiple's filler rows) or the key form (typed [P], raw [P, 2])."""
+  graphdef, params = nnx.split(_model("qwen2"))
+  sampling = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=10)
+  keys = [jax.random.fold_in(jax.random.key(3), i) for i in range(len(PROMPTS))]
+  call = lambda prompts, key, multiple=1: _np(engine.generate(
+      graphdef, params, prompts, sampling, key, num_samples=2, prompt_buckets=(16,),
+      batch_multiple=multiple))
+  batched = call(PROMPTS, jnp.stack(keys), multiple=8)
+  raw = call(PROMPTS, jnp.stack([jax.random.key_data(k) for k in keys]))
+  np.testing.assert_array_equal(raw.response_tokens, batched.response_tokens)
+  for p, (prompt, key) in enumerate(zip(PROMPTS, keys)):
+    alone = call([prompt], key)
+    np.testing.assert_array_equal(alone.response_tokens,
+                                  batched.response_tokens[2 * p:2 * p + 2])
+    np.testing.assert_allclose(alone.logprobs, batched.logprobs[2 * p:2 * p + 2], atol=1e-5)
+  # Different keys give different samples (the keys are used, not the first one for all).
+  assert not np.array_equal(batched.response_tokens[:2], call(PROMPTS[:1], keys[1]).response_tokens)
+  with pytest.raises(HarnessError, match="3 keys for 4 prompts"):
+    call(PROMPTS, jnp.stack(keys[:3]))
+
+
 def test_sharded_rollout_equals_unsharded():
   model = _model("qwen3")
   graphdef, params = nnx.split(model)

@@ -289,6 +289,7 @@ class RuleAttributor:
   `intervention` (None: off) tests its spurious suspicions."""
 
   name = "rule"
+  repeatable = True   # same inputs, same labels, no model asked (evolve.py's prefetch)
 
   def __init__(self, config: EvolverConfig, total_weight: float = 100.0, *,
                intervention: Intervention | None = None):

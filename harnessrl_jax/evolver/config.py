@@ -60,6 +60,10 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       responses falls by at most this many points on average (a larger fall: the edit
       removed real content, not a surface feature).
     resample_j: J of the critic's guidance re-sample (0: rollout.num_samples).
+    prefetch_resamples: draw a step's first-round guidance re-samples ahead in one sampler
+      call, where the attributor and proposer are the rule ones (evolver/prefetch.py): the
+      same decisions up to the float rounding of a larger batch, at about the cost of one
+      re-sample instead of one per task. An experiment field, as batch shapes are.
     negative_weight: points of a penalty criterion created for a detected hack.
     transfer_tasks: the most other tasks per step to which the step's accepted rubric
       repairs are offered (beyond the paper; 0: off, the paper's per-task edits). A repair
@@ -100,6 +104,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_flip_share = 0.5
   c.intervention_rest_points = 10.0
   c.resample_j = 0
+  c.prefetch_resamples = True
   c.negative_weight = 10.0
   c.transfer_tasks = 0
   c.async_evolver = False
@@ -147,6 +152,7 @@ class EvolverConfig:
   calibrate_tasks: int
   calibrate_min_band: float
   max_unscored_share: float
+  prefetch_resamples: bool = True
 
   def __post_init__(self):
     for role in ("attributor", "proposer"):
@@ -192,7 +198,8 @@ class EvolverConfig:
         async_evolver=bool(ev.async_evolver),
         calibrate_tasks=int(ev.calibrate_tasks),
         calibrate_min_band=float(ev.calibrate_min_band),
-        max_unscored_share=float(ev.max_unscored_share))
+        max_unscored_share=float(ev.max_unscored_share),
+        prefetch_resamples=bool(ev.prefetch_resamples))
 
   @property
   def bands(self) -> Mapping[str, tuple[float, float]]:

@@ -160,6 +160,20 @@ class Critic:
     meas, cost = self._effect(cand, h, new, group, reversal, key, resample)
     return meas, new, cost
 
+  def resample_chat(self, cand: Candidate, h: Harness, group: Group):
+    """The conversation `measure` would re-sample for `cand` on `h`, or None where it would
+    not re-sample (not guidance, not measured, structurally invalid): what the evolver
+    draws ahead of the step's measurements (prefetch.py)."""
+    if cand.route != "guidance" or not self.measure_effect:
+      return None
+    try:
+      new = hops.apply_all(h, cand.ops)
+    except HarnessError:
+      return None
+    if self.structural_problems(h, new, cand) or self._overlong(group, new):
+      return None
+    return hguidance.render_prompt(group.task, new, training=True)
+
   def _effect(self, cand, h, new, group, reversal, key, resample
               ) -> tuple[Measurement, Cost]:
     lam = h.total_weight

@@ -51,6 +51,7 @@ from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.evolver import transfer
 from harnessrl_jax.evolver.config import EvolverConfig
 from harnessrl_jax.evolver.critic import Critic
+from harnessrl_jax.evolver.prefetch import Prefetched
 from harnessrl_jax.evolver.proposer import ProposalRequest
 from harnessrl_jax.evolver.types import (Candidate, Cost, CriterionLabel, Feedback, Group,
                                          Measurement, TaskAttribution)
@@ -192,7 +193,12 @@ class Evolver:
                history_log: HistoryLog | None = None, candidate_log: str | None = None,
                attribution_log: str | None = None, tasks: Sequence[Task] = ()):
     """`tasks`: the training pool, by which accepted rubric repairs are offered to other
-    tasks (evolver.transfer_tasks; transfer.py)."""
+    tasks (evolver.transfer_tasks; transfer.py).
+
+    With evolver.prefetch_resamples, and roles that answer alike when asked again at no
+    model cost (`repeatable`: the rule attributor and proposer), each step first asks them
+    for every task's first guidance candidate on H_t and draws those re-samples in one
+    sampler call (prefetch.py)."""
     if config.transfer_tasks and not tasks:
       raise HarnessError("evolver.transfer_tasks > 0 needs the training tasks: pass tasks= "
                          "to build_evolver / Evolver")
@@ -204,6 +210,8 @@ class Evolver:
     self.history_log = history_log
     self.candidate_log = candidate_log
     self.attribution_log = attribution_log
+    self.prefetch = bool(config.prefetch_resamples) and all(
+        getattr(role, "repeatable", False) for role in (attributor, proposer))
 
   def step(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
            memory=None, resample: Resample | None = None) -> StepResult:
@@ -220,6 +228,11 @@ class Evolver:
     attributions = []
     current = digest(h)
     repaired: list[tuple[Candidate, Criterion, CriterionLabel]] = []
+    if self.prefetch and resample is not None:
+      resample, wall = _timed(self._prefetched, h, groups, step=step, key=key,
+                              memory=memory, resample=resample)
+      tally["critic"] = Tally(tally["critic"].calls, tally["critic"].cost,
+                              tally["critic"].wall_s + wall)
     for gi, group in enumerate(groups):
       (att, cost), wall = _timed(self.attributor.attribute, group, h, memory, step)
       tally["attributor"] = tally["attributor"].add(cost, wall)
@@ -300,6 +313,34 @@ class Evolver:
     self._check_critic(step, tally["critic"].cost.unscored, records)
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
                       {role: t.to_json() for role, t in tally.items()})
+
+  def _prefetched(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
+                  memory, resample: Resample) -> Prefetched:
+    """`resample` with each task's first guidance re-sample drawn ahead: the candidate the
+    loop of `step` would measure first on the guidance route if no earlier decision of
+    the step changed its inputs, at the key the loop would use. The roles' calls here are
+    asked again by the loop, which tallies them as before (repeatable roles ask no model;
+    the intervention's regrades are the judge's cached cells); their wall time, and the
+    shared draw's, is the critic's."""
+    chats, keys = [], []
+    route = ROUTE_ORDER.index("guidance")
+    for gi, group in enumerate(groups if self.config.rounds > 0 else ()):
+      if not _same_rubric(group, h):
+        continue
+      att, _ = self.attributor.attribute(group, h, memory, step)
+      weights = {c.id: c.weight for c in group.criteria}
+      for target in _targets(att.labels, "guidance", weights, self.config.min_confidence):
+        cand, _ = self.proposer.propose(ProposalRequest(h, group, target, att, memory, step,
+                                                        0, ()))
+        if cand is None:
+          continue
+        chat = self.critic.resample_chat(cand, h, group)
+        if chat is not None:
+          chats.append(chat)
+          keys.append(jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi),
+                                                            route), 0))
+        break
+    return Prefetched(resample, chats, keys, self.critic.j)
 
   def _offer(self, h: Harness, current: str, repaired, *, step: int, key: jax.Array, memory,
              resample: Resample | None, tally: dict[str, Tally], history: list

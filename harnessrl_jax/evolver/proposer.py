@@ -536,6 +536,7 @@ class RuleProposer:
   """Template proposals (see module docstring) on the routes in `routes`."""
 
   name = "rule"
+  repeatable = True   # same request, same candidate, no model asked (evolve.py's prefetch)
 
   def __init__(self, config: EvolverConfig, *, routes: frozenset[str] = ALL_ROUTES):
     self.config = config

@@ -8,7 +8,9 @@ parameters come in as arguments (the learner's current arrays, never copied or b
 
 Row order of every output: prompt i's samples are rows i*J .. i*J + J - 1. Sample j of
 prompt i uses fold_in(key, row) for its randomness, so it does not depend on how many other
-prompts are in the batch or on the mesh.
+prompts are in the batch or on the mesh. With one key per prompt (a key array [num_prompts])
+sample j of prompt i uses fold_in(key[i], j): what prompt i alone would get from key[i], so
+calls made one prompt at a time can be batched into one (the critic's re-samples).
 """
 
 from __future__ import annotations
@@ -146,7 +148,10 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
     _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
   rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
   cache = to_decode_cache(map_rows(cache, rep))
-  keys = decode_loop.row_keys(key, rows * num_samples)
+  if key.ndim:   # one key per prompt
+    keys = jax.vmap(lambda k: decode_loop.row_keys(k, num_samples))(key).reshape(-1)
+  else:
+    keys = decode_loop.row_keys(key, rows * num_samples)
   phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh)
   out, _ = decode_loop.decode(phases, cache,
                               rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
@@ -185,7 +190,8 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
     tokens: [B, P] int32 left-padded prompts; the last column must be a real token.
     mask: [B, P] bool.
     sampling: static settings; a new value compiles a new program.
-    key: PRNG key (new-style or raw uint32[2]).
+    key: PRNG key (new-style or raw uint32[2]), or one per row of `tokens` ([B] new-style
+      or [B, 2] raw): see the module docstring.
     num_samples: J samples per prompt.
     pad_id: written after each response's end.
     eos_token_ids: ids that end a response (with sampling.stop_token_ids); None: the model
@@ -217,8 +223,12 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
   if constraints is not None:
     constraints = jax.tree.map(jnp.asarray, constraints)
     states = jnp.asarray(states, jnp.int32)
+  key = _as_key(key)
+  if key.ndim and key.shape != (tokens.shape[0],):
+    raise HarnessError(f"rollout: {key.shape[0]} keys for {tokens.shape[0]} prompts; pass one "
+                       "key, or one per prompt")
   return _rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
-                      _as_key(key), constraints, states, sampling=sampling, num_samples=int(num_samples),
+                      key, constraints, states, sampling=sampling, num_samples=int(num_samples),
                       pad_id=int(pad_id), mesh=mesh, phase_tokens=int(phase_tokens),
                       eos_token_ids=None if eos_token_ids is None else tuple(
                           int(t) for t in eos_token_ids))
@@ -241,6 +251,13 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
   """
   multiple = math.lcm(max(1, int(batch_multiple)), _batch_divisor(mesh))
   padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple)
+  key = _as_key(key)
+  if key.ndim:   # one key per prompt: filler rows reuse the first (their outputs are dropped)
+    if key.shape != (len(prompts),):
+      raise HarnessError(f"rollout: {key.shape[0]} keys for {len(prompts)} prompts; pass one "
+                         "key, or one per prompt")
+    filler = padded.tokens.shape[0] - len(prompts)
+    key = jnp.concatenate([key, jnp.repeat(key[:1], filler)]) if filler else key
   constraints = states = None
   if schemas is not None and any(d is not None for d in schemas):
     if len(schemas) != len(prompts):

@@ -26,7 +26,9 @@ from harnessrl_jax.rollout.sampling import SamplingParams
 Chat = Sequence[Message]
 # generate(conversations) -> one response each (greedy held-out and OOD evaluation)
 Generate = Callable[[Sequence[Chat]], list[str]]
-# resample(conversations, key, num_samples) -> responses[p][j] (the critic, the cold start)
+# resample(conversations, key, num_samples) -> responses[p][j] (the critic, the cold start);
+# `key` is one key, or one per conversation (rollout/engine.py: then conversation p gets
+# what it would get alone with key[p])
 Resample = Callable[[Sequence[Chat], jax.Array, int], list[list[str]]]
 
 
