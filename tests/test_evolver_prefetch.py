@@ -57,6 +57,16 @@ def test_a_request_is_answered_once_and_other_calls_reach_the_sampler():
   assert sampler.calls == [2, 1, 1, 1, 2] and pre.used == 2
 
 
+def test_a_fixed_batch_repeats_the_last_request():
+  sampler = KeyedSampler()
+  k0, k1 = jax.random.key(0), jax.random.key(1)
+  pre = Prefetched(sampler, [chat("a"), chat("b")], [k0, k1], 2, pad_to=4)
+  assert sampler.calls == [4] and pre.requested == 2
+  assert pre([chat("b")], k1, 2) == KeyedSampler()([chat("b")], k1, 2)
+  pre([chat("b")], k1, 2)   # the filler copies answer nothing more
+  assert sampler.calls == [4, 1] and pre.used == 1
+
+
 def test_nothing_to_draw_ahead_calls_nothing():
   sampler = KeyedSampler()
   pre = Prefetched(sampler, [], [], 2)
@@ -104,5 +114,6 @@ def test_the_step_is_the_same_with_a_keyed_sampler():
   assert pre.digest == seq.digest
   rounds = [r.round for r in seq.records if r.route == "guidance" and r.candidate is not None]
   assert rounds.count(0) == 3 and seq_calls == [1] * len(rounds)
-  # Every round-0 guess was right (one shared call); later rounds are sampled as before.
-  assert pre_calls == [rounds.count(0)] + [1] * (len(rounds) - rounds.count(0))
+  # Every round-0 guess was right (one shared call, filled up to one row group per task);
+  # later rounds are sampled as before.
+  assert pre_calls == [len(groups)] + [1] * (len(rounds) - rounds.count(0))

@@ -340,7 +340,7 @@ class Evolver:
           keys.append(jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi),
                                                             route), 0))
         break
-    return Prefetched(resample, chats, keys, self.critic.j)
+    return Prefetched(resample, chats, keys, self.critic.j, pad_to=len(groups))
 
   def _offer(self, h: Harness, current: str, repaired, *, step: int, key: jax.Array, memory,
              resample: Resample | None, tally: dict[str, Tally], history: list

@@ -48,13 +48,18 @@ class Prefetched:
   """
 
   def __init__(self, resample: Resample, chats: Sequence[Chat], keys: Sequence[jax.Array],
-               num_samples: int):
+               num_samples: int, *, pad_to: int = 0):
+    """`pad_to`: draw at least this many conversations, repeating the last request (a
+    fixed batch compiles once per run; a decode costs little more for a few more rows)."""
     self._resample = resample
     self._answers: dict[tuple, list[str]] = {}
     self.requested = len(chats)
     self.used = 0
     if chats:
-      answers = resample(list(chats), jnp.stack([_typed(k) for k in keys]), int(num_samples))
+      chats, keys = list(chats), [_typed(k) for k in keys]
+      filler = max(0, int(pad_to) - len(chats))
+      answers = resample(chats + chats[-1:] * filler, jnp.stack(keys + keys[-1:] * filler),
+                         int(num_samples))
       for chat, key, answer in zip(chats, keys, answers):
         self._answers.setdefault(request_id(chat, key, num_samples), list(answer))
 
