@@ -5,7 +5,8 @@ candidate, side by side.
 Groups as the default run records them (configs/default.py): tasks_per_step bundled
 training tasks, J answers each sampled by SmolLM2-135M under H_0 and graded by the run's
 judge. For each of `--draws` task draws, the evolver step (the run's own: `build_evolver`
-over the default config, a fresh memory for each call) in both arms from the same inputs,
+over the default config; for each call a fresh memory holding the pool's criteria, as a
+run's after its first step) in both arms from the same inputs,
 first once each untimed (the sampler compiles each new shape once per run: 1 prompt, and
 the number of prompts drawn ahead), then `--repeats` timed calls each, alternating the
 order. Reported: the machine, per draw each arm's seconds, its sampler calls and rows, and
@@ -88,10 +89,14 @@ def main() -> None:
     key = jax.random.key(d)
 
     def run(name):
+      # A run's memory embeds the pool's criteria once, at its first step: do that here,
+      # untimed, so each call embeds only what the step changes, as in a run.
+      memory = Memory(cfg.memory, embedder)
+      memory.sync_rubrics(h)
       calls.clear()
       t = time.perf_counter()
-      res = evolvers[name].step(h, groups, step=d, key=key,
-                                memory=Memory(cfg.memory, embedder), resample=resample)
+      res = evolvers[name].step(h, groups, step=d, key=key, memory=memory,
+                                resample=resample)
       return time.perf_counter() - t, res, list(calls)
 
     first = {name: run(name) for name in arms}
