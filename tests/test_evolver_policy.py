@@ -73,6 +73,9 @@ def test_guidance_measured_on_the_tiny_policy(sampler):
                 [new.criteria(TASK.id)]).mean_reward(0)
   r_old = mean_reward(group.criteria, group.scores, group.scored)
   assert first.measurement.r_new == pytest.approx(r_new, abs=1e-6)
+  # The re-sampled answers are kept, in the record and its log line.
+  assert first.measurement.responses == tuple(responses)
+  assert first.to_json()["measurement"]["responses"] == list(responses)
   assert first.measurement.delta == pytest.approx((r_new - r_old) * 100, abs=1e-3)
   # The verdict follows the band alone here (no structural problem, no history).
   assert first.measurement.accepted is (10.2 <= first.measurement.delta <= 28.0)

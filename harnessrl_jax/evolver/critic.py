@@ -179,6 +179,7 @@ class Critic:
     lam = h.total_weight
     cost = Cost()
     r_old = r_new = None
+    responses: tuple[str, ...] = ()   # a guidance candidate's re-sampled answers
     silent: list[str] = []   # criteria the candidate changes that got no verdict
     if cand.route == "sampling":
       ladder = np.asarray(h.ladder, np.float64)
@@ -198,7 +199,7 @@ class Critic:
                            "guidance: pass resample= to Evolver.step / AsyncEvolver.submit")
       r_old, old_cost = self._baseline(h, group)
       prompt = hguidance.render_prompt(group.task, new, training=True)
-      responses = resample([prompt], key, self.j)[0]
+      responses = tuple(resample([prompt], key, self.j)[0])
       r_new, new_cost, _ = self._grade(group, responses, new.criteria(cand.task_id))
       cost = old_cost + new_cost + Cost(rollouts=len(responses))
       delta, band = (r_new - r_old) * lam, self.bands["guidance"]
@@ -207,7 +208,8 @@ class Critic:
     unmeasurable = unmeasurable_reasons(cost.unscored, silent, delta)
     if unmeasurable:
       return Measurement(None, band, False, unmeasurable, r_old, r_new, cost.judge_cells,
-                         cost.rollouts, unmeasurable=True, unscored=cost.unscored), cost
+                         cost.rollouts, unmeasurable=True, unscored=cost.unscored,
+                         responses=responses), cost
     reasons = []
     if delta <= SIGN_TOL:
       reasons.append(f"(i) sign: Delta={delta:.4g} is not > 0")
@@ -216,7 +218,8 @@ class Critic:
     if reversal:
       reasons.append(reversal)
     return Measurement(float(delta), band, not reasons, tuple(reasons), r_old, r_new,
-                       cost.judge_cells, cost.rollouts, unscored=cost.unscored), cost
+                       cost.judge_cells, cost.rollouts, unscored=cost.unscored,
+                       responses=responses), cost
 
   def _grade(self, group: Group, responses, criteria) -> tuple[float, Cost, Judged]:
     """(mean reward of `responses` under `criteria`, the judge requests, cells and lost

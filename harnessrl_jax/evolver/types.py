@@ -161,6 +161,8 @@ class Measurement:
   (ladder units, not points) for sampling. An unmeasurable candidate (the judge left cells
   of its measurement without a verdict, or gave none on a criterion it changes) has no
   delta (None) and is neither accepted nor rejected; `unscored` holds its lost cells.
+  `responses`: a guidance candidate's re-sampled answers (r_new is their mean reward), kept
+  in the candidate log so that a Delta can be split by criterion afterwards.
   """
 
   delta: float | None
@@ -173,14 +175,18 @@ class Measurement:
   rollouts: int = 0
   unmeasurable: bool = False
   unscored: Unscored = Unscored()
+  responses: tuple[str, ...] = ()
 
   def to_json(self) -> dict[str, Any]:
     # A reward without any valid rollout is nan: null in JSON (which has no NaN).
     f = lambda x: None if x is None or not np.isfinite(x) else round(float(x), 6)
-    return {"delta": f(self.delta), "band": None if self.band is None else list(self.band),
-            "accepted": self.accepted, "reasons": list(self.reasons), "r_old": f(self.r_old),
-            "r_new": f(self.r_new), "judge_cells": self.judge_cells, "rollouts": self.rollouts,
-            "unmeasurable": self.unmeasurable, "unscored": self.unscored.to_json()}
+    out = {"delta": f(self.delta), "band": None if self.band is None else list(self.band),
+           "accepted": self.accepted, "reasons": list(self.reasons), "r_old": f(self.r_old),
+           "r_new": f(self.r_new), "judge_cells": self.judge_cells, "rollouts": self.rollouts,
+           "unmeasurable": self.unmeasurable, "unscored": self.unscored.to_json()}
+    if self.responses:
+      out["responses"] = list(self.responses)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
