@@ -147,11 +147,9 @@ class Critic:
 
     `resample` is the frozen policy of this step; a guidance candidate needs it.
     """
-    try:
-      new = hops.apply_all(h, cand.ops)
-    except HarnessError as e:
-      return Measurement(0.0, None, False, (f"(iii) structural: {e}",)), None, Cost()
-    problems = (*self.structural_problems(h, new, cand), *self._overlong(group, new))
+    new, problems = self._applied(cand, h, group)
+    if new is None:
+      return Measurement(0.0, None, False, problems), None, Cost()
     if not self.measure_effect:
       return Measurement(0.0, None, not problems, problems), new, Cost()
     if problems:  # not worth a policy query or a regrade
@@ -166,13 +164,19 @@ class Critic:
     draws ahead of the step's measurements (prefetch.py)."""
     if cand.route != "guidance" or not self.measure_effect:
       return None
-    try:
-      new = hops.apply_all(h, cand.ops)
-    except HarnessError:
-      return None
-    if self.structural_problems(h, new, cand) or self._overlong(group, new):
+    new, problems = self._applied(cand, h, group)
+    if new is None or problems:
       return None
     return hguidance.render_prompt(group.task, new, training=True)
+
+  def _applied(self, cand: Candidate, h: Harness, group: Group
+               ) -> tuple[Harness | None, tuple[str, ...]]:
+    """(`cand` applied to `h`, or None where an op does not apply; check (iii)'s problems)."""
+    try:
+      new = hops.apply_all(h, cand.ops)
+    except HarnessError as e:
+      return None, (f"(iii) structural: {e}",)
+    return new, (*self.structural_problems(h, new, cand), *self._overlong(group, new))
 
   def _effect(self, cand, h, new, group, reversal, key, resample
               ) -> tuple[Measurement, Cost]:
