@@ -395,14 +395,17 @@ def group_rows(rec) -> list[dict[str, Any]]:
 
 def step_row(rec, elog, *, evolver_s: float, mounted,
              heldout: Mapping[str, Any] | None = None,
+             heldout_s: float | None = None,
              checkpoint_s: float | None = None) -> dict[str, Any]:
   """The complete metrics.jsonl row of a step (`loop.StepRecord`, `loop.EvolveLog`,
-  `mounted` as in `guidance_shares`; `heldout`: the evaluation after it, if one ran;
-  `checkpoint_s`: the save after it, if one ran)."""
+  `mounted` as in `guidance_shares`; `heldout`: the evaluation after it, if one ran, and
+  `heldout_s` its wall time; `checkpoint_s`: the save after it, if one ran)."""
   verdicts: dict[str, int] = {}
   for counts in elog.verdicts.values():
     verdicts = _added(verdicts, counts)
   time_s = {**rec.timings, rf.EVOLVER_S: evolver_s}
+  if heldout_s is not None:
+    time_s[rf.HELDOUT_S] = heldout_s
   if checkpoint_s is not None:
     time_s[rf.CHECKPOINT_S] = checkpoint_s
   valid = rec.judged.valid
@@ -451,6 +454,8 @@ def progress_line(row: Mapping[str, Any], total_steps: int) -> str:
     line += f" ckpt {t[rf.CHECKPOINT_S]:.1f}s"
   if rf.HELDOUT_SCORE in row:
     line += f" | held-out {_num(row[rf.HELDOUT_SCORE], '.2f')} pts"
+    if rf.HELDOUT_S in t:
+      line += f" in {t[rf.HELDOUT_S]:.1f}s"
   lost = [f"{name} {unscored_text(row[key])}" for key, name in _UNSCORED_ON_LINE
           if row.get(key) and row[key][rf.COUNT]]
   if lost:

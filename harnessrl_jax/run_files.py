@@ -153,6 +153,7 @@ ROLLOUT_S, JUDGE_S, UPDATE_S = "rollout_s", "judge_s", "update_s"
 RL_TIMES = (ROLLOUT_S, JUDGE_S, UPDATE_S)   # the RL step (loop.StepRecord.timings)
 EVOLVER_S = "evolver_s"
 CHECKPOINT_S = "checkpoint_s"               # only on rows after which a checkpoint was saved
+HELDOUT_S = "heldout_s"                     # only on rows after which the held-out set was scored
 
 # ---- summary.json (also in every checkpoint's metadata)
 

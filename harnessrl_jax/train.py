@@ -390,13 +390,16 @@ def train_loop(run: Run, p: Progress) -> Progress:
     history_len += elog.history_records
     summary = metrics.accumulate(summary, rec, elog, evolver_s)
 
-    heldout = None
+    heldout = heldout_s = None
     if due(n, t.eval_every, total):
+      t1 = time.perf_counter()
       heldout = _heldout_responses_out(run, n, loop.evaluate(
           run.heldout_tasks, run.learner, state.params, run.eval_key, after=n))
+      heldout_s = time.perf_counter() - t1
       summary = metrics.with_heldout(summary, n, heldout, final=n == total)
     row = _with_endpoints(run, metrics.step_row(rec, elog, evolver_s=evolver_s,
-                                                mounted=mounted, heldout=heldout))
+                                                mounted=mounted, heldout=heldout,
+                                                heldout_s=heldout_s))
     if run.writer is not None and t.oracle_groups_every > 0 and due(
         n, t.oracle_groups_every, total):
       run.writer.write_groups(metrics.group_rows(rec))
@@ -410,7 +413,7 @@ def train_loop(run: Run, p: Progress) -> Progress:
                      heldout_reward=None if heldout is None else heldout["score"])
       row = _with_endpoints(run, metrics.step_row(
           rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout,
-          checkpoint_s=time.perf_counter() - t1))
+          heldout_s=heldout_s, checkpoint_s=time.perf_counter() - t1))
     if run.writer is not None:
       run.writer.write(json_safe(row))
     if due(n, t.log_every, total):

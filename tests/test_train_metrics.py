@@ -312,9 +312,12 @@ def test_step_row_is_complete():
   assert row["critic_unscored"] == {"count": 0, "share": 0.0, "cells": 8, "causes": {}}
   assert "heldout_score" not in row and "heldout_unscored" not in row
   full = metrics.step_row(rec, elog, evolver_s=0.5, mounted=mounted,
-                          heldout=_heldout(42.5), checkpoint_s=0.25)
+                          heldout=_heldout(42.5), heldout_s=1.5, checkpoint_s=0.25)
   assert full["heldout_score"] == 42.5 and full["time"]["checkpoint_s"] == 0.25
+  assert full["time"]["heldout_s"] == 1.5
   assert full["heldout_unscored"] == Unscored(4).to_json()
+  line = metrics.progress_line(full, 10)
+  assert "ckpt 0.2s" in line and "held-out 42.50 pts in 1.5s" in line
 
 
 def test_rows_the_writer_writes_are_what_the_report_reads(tmp_path):
