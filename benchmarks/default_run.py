@@ -7,7 +7,8 @@ Each commit is checked out in a temporary git worktree and run with this checkou
 unless `--warm` (then each commit runs twice on a fresh cache: cold, then warm). Reported per
 run, from its own files: the process's wall time, the phases its metrics.jsonl rows time
 (rollout, judge, update, evolver, held-out evaluations where the rows carry them,
-checkpoints) and what is left (start-up, the first evaluation, compiles outside a phase),
+checkpoints) and what is left of the process's wall time (imports, model load, the first
+evaluation, writing the report),
 the token positions computed and their padding share, and the held-out score at every
 evaluation. A run whose directory already holds a summary.json is read, not rerun.
 
@@ -67,7 +68,8 @@ def breakdown(workdir: str) -> dict:
   sums = {k: sum(r["time"].get(k, 0.0) for r in rows) for k in PHASES}
   updates = sorted(r["time"]["update_s"] for r in rows)
   positions = summary["cost"].get("positions", {})
-  # The training process writes config.json first and summary.json last.
+  # config.json is written once the run is set up (after the first evaluation), summary.json
+  # last.
   span = (os.path.getmtime(os.path.join(workdir, "summary.json"))
           - os.path.getmtime(os.path.join(workdir, "config.json")))
   return {"steps": len(rows), "config_to_summary_s": span, "phases_s": sums,
@@ -86,14 +88,12 @@ def table(runs: dict[str, dict]) -> str:
 
   line("process wall (s)", [f"{runs[l]['process_s']:.0f}" if runs[l].get("process_s")
                             else "-" for l in labels])
-  line("config.json -> summary.json (s)", [f"{runs[l]['config_to_summary_s']:.0f}"
-                                           for l in labels])
   for k in PHASES:
     line(f"{k[:-2]}, sum (s)", [f"{runs[l]['phases_s'][k]:.1f}" if runs[l]["phases_s"][k]
                                 else "-" for l in labels])
-  line("rest: start-up, first evaluation, outside the phases (s)",
-       [f"{runs[l]['config_to_summary_s'] - sum(runs[l]['phases_s'].values()):.0f}"
-        for l in labels])
+  line("rest of the process: imports, model load, first evaluation, writing (s)",
+       [f"{runs[l]['process_s'] - sum(runs[l]['phases_s'].values()):.0f}"
+        if runs[l].get("process_s") else "-" for l in labels])
   line("update, median step (s)", [f"{runs[l]['update_median_s']:.2f}" for l in labels])
   for phase in ("rollout_s", "update_s", "critic"):
     line(f"{phase} positions computed (padding)",

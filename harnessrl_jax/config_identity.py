@@ -93,7 +93,7 @@ EXPERIMENT: frozenset[str] = frozenset({
     *_leaves("data", "train heldout domains"),
     *_leaves("model", _MODEL),
     *_leaves("rollout", "num_samples max_new_tokens temperature top_p top_k prompt_buckets "
-                        "decode_phase_tokens"),
+                        "decode_phase_tokens eval_pad_multiple"),
     *_leaves("judge", "backend llm_backend max_new_tokens"),
     *_leaves("judge.model", _MODEL),
     *_leaves("judge.local", "verdict batch_size prompt_buckets"),

@@ -118,12 +118,14 @@ def make_generate(loaded, params, rollout_cfg, *, key: jax.Array, batch_size: in
   # pylint: disable=g-import-not-at-top
   from flax import nnx
   from harnessrl_jax.rollout import SamplingParams
+  from harnessrl_jax.rollout.config import RolloutConfig
   from harnessrl_jax.rollout.texts import TextSampler
   # pylint: enable=g-import-not-at-top
   graphdef, _ = nnx.split(loaded.model)
   texts = TextSampler.from_config(graphdef, loaded.prompt_builder, rollout_cfg)
   greedy = SamplingParams.from_config(rollout_cfg, temperature=0.0)
-  return texts.generate_fn(params, greedy, key, batch_size=batch_size)
+  return texts.generate_fn(params, greedy, key, batch_size=batch_size,
+                           pad_multiple=RolloutConfig.from_config(rollout_cfg).eval_pad_multiple)
 
 
 def oracle_config(judge_cfg, model: str, base_url: str):

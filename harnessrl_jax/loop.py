@@ -142,6 +142,7 @@ class Learner:
   mesh: Any = None            # the learner's mesh (None: one device)
   prompt_pad_multiple: int = 0  # config.rl.prompt_pad_multiple (0: the bucket's width)
   prompt_group: int = 1         # rows packed per shared prompt (train_step.prompt_group_size)
+  eval_pad_multiple: int = 0    # config.rollout.eval_pad_multiple (0: the bucket's width)
 
 
 def make_batch(rollout, judged: Judged, task_indices: np.ndarray, h: Harness,
@@ -193,8 +194,8 @@ def evaluate(tasks: Sequence[Task], lr: Learner, params, key: jax.Array, *,
   where = (f"held-out evaluation after step {after}" if after
            else "held-out evaluation at the start")
   try:
-    return heldout.evaluate(tasks, lr.texts.generate_fn(params, greedy, key), lr.judge,
-                            where=where)
+    generate = lr.texts.generate_fn(params, greedy, key, pad_multiple=lr.eval_pad_multiple)
+    return heldout.evaluate(tasks, generate, lr.judge, where=where)
   except JudgeError as e:
     raise JudgeError(f"{e} {STOPPED}", e.unscored) from None
 

@@ -82,6 +82,7 @@ from harnessrl_jax.rl.train_state import TrainState, make_optimizer
 from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward,
                                          make_logprob_fn, prompt_group_size)
 from harnessrl_jax.rollout import SamplingParams
+from harnessrl_jax.rollout.config import RolloutConfig
 from harnessrl_jax.rollout.texts import TextSampler
 from harnessrl_jax.train_config import TrainConfig
 
@@ -243,7 +244,8 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
       logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl, group), mesh=mesh),
       law=law, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
       num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
-      mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple, prompt_group=group)
+      mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple, prompt_group=group,
+      eval_pad_multiple=RolloutConfig.from_config(cfg.rollout).eval_pad_multiple)
   train = TrainConfig.from_config(cfg.train)
   primary = distributed.is_primary()
   return Run(

@@ -119,6 +119,21 @@ def test_same_bucket_and_batch_multiple_do_not_recompile():
   assert engine.num_traces() == before + 1
 
 
+def test_pad_multiple_trims_the_width_and_keeps_greedy_answers():
+  """A held-out evaluation pads to its longest prompt rounded up (rollout.eval_pad_multiple),
+  not to the bucket: a narrower program, the same greedy tokens."""
+  graphdef, params = nnx.split(_model())
+  greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
+  run = lambda **kw: _np(engine.generate(graphdef, params, PROMPTS, greedy, jax.random.key(0),
+                                         prompt_buckets=(32, 64), **kw))
+  bucket, trimmed = run(), run(pad_multiple=4)
+  assert bucket.prompt_tokens.shape[1] == 32 and trimmed.prompt_tokens.shape[1] == 12
+  np.testing.assert_array_equal(trimmed.response_tokens, bucket.response_tokens)
+  np.testing.assert_allclose(trimmed.logprobs, bucket.logprobs, atol=1e-5)
+  # Never wider than the bucket: a multiple above it keeps the bucket.
+  assert run(pad_multiple=48).prompt_tokens.shape[1] == 32
+
+
 def test_sample_rows_do_not_depend_on_other_prompts():
   graphdef, params = nnx.split(_model("qwen2"))
   sampling = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=10)

@@ -48,8 +48,12 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def pad_prompts(prompts: Sequence[Sequence[int]], buckets: Sequence[int], pad_id: int,
-                batch_multiple: int = 1) -> PaddedPrompts:
+                batch_multiple: int = 1, pad_multiple: int = 0) -> PaddedPrompts:
   """Left-pads token-id lists to a common bucketed length and a batch multiple.
+
+  pad_multiple > 0: the width is the longest prompt rounded up to this multiple where that
+  is below the bucket (for a fixed prompt set, such as a held-out evaluation's, which then
+  compiles once at its own width).
 
   Filler rows (added to reach the batch multiple) hold one real pad token, so every row
   has a token to attend to; their outputs are dropped by the caller.
@@ -61,6 +65,8 @@ def pad_prompts(prompts: Sequence[Sequence[int]], buckets: Sequence[int], pad_id
     if n == 0:
       raise HarnessError(f"rollout: prompt {i} is empty; every prompt needs >= 1 token")
   width = bucket_length(max(lengths), buckets)
+  if pad_multiple > 0:
+    width = min(width, round_up(max(lengths), int(pad_multiple)))
   rows = round_up(len(prompts), max(1, int(batch_multiple)))
   tokens = np.full((rows, width), pad_id, dtype=np.int32)
   mask = np.zeros((rows, width), dtype=bool)

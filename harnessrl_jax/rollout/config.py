@@ -32,6 +32,11 @@ def rollout_defaults() -> ml_collections.ConfigDict:
     top_k: keep the k likeliest tokens; 0: no top-k cut.
     prompt_buckets: prompt lengths round up to these, so new lengths do not recompile.
     decode_phase_tokens: decode steps per phase; each phase reads only the filled cache.
+    eval_pad_multiple: held-out evaluations (a fixed prompt set, greedy) pad their prompts to
+      the longest one rounded up to this multiple, not to the bucket: one compile per run at
+      that width, and no prefill or attention on the columns in between (the default's 50
+      held-out prompts: width 80, not 128, the same greedy tokens; times in
+      docs/performance.md). 0: the bucket.
   """
   r = ml_collections.ConfigDict()
   r.num_samples = 8
@@ -41,6 +46,7 @@ def rollout_defaults() -> ml_collections.ConfigDict:
   r.top_k = 0
   r.prompt_buckets = (64, 128, 256, 512)
   r.decode_phase_tokens = DECODE_PHASE_TOKENS
+  r.eval_pad_multiple = 16
   return r
 
 
@@ -72,6 +78,7 @@ class RolloutConfig:
   top_k: int
   prompt_buckets: tuple[int, ...]
   decode_phase_tokens: int
+  eval_pad_multiple: int = 16
 
   @classmethod
   def from_config(cls, section: Any, *, check: bool = True) -> RolloutConfig:
@@ -81,7 +88,9 @@ class RolloutConfig:
                temperature=float(section.temperature), top_p=float(section.top_p),
                top_k=int(section.top_k),
                prompt_buckets=tuple(int(b) for b in section.prompt_buckets),
-               decode_phase_tokens=int(section.decode_phase_tokens))
+               decode_phase_tokens=int(section.decode_phase_tokens),
+               # A run's config.json from before this field evaluates as it is built now.
+               eval_pad_multiple=int(getattr(section, "eval_pad_multiple", 16)))
     if check:
       refuse(view.problems())
     return view
@@ -97,4 +106,7 @@ class RolloutConfig:
     if self.decode_phase_tokens < 1:
       out.append(f"config.rollout.decode_phase_tokens = {self.decode_phase_tokens}: must be "
                  ">= 1")
+    if self.eval_pad_multiple < 0:
+      out.append(f"config.rollout.eval_pad_multiple = {self.eval_pad_multiple}: must be >= 0 "
+                 "(0: the bucket)")
     return out

@@ -240,7 +240,8 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
              prompt_buckets: Sequence[int] = (64, 128, 256, 512), batch_multiple: int = 1,
              mesh: Mesh | None = None,
              phase_tokens: int = DECODE_PHASE_TOKENS,
-             schemas: Sequence[TokenDFA | None] | None = None) -> RolloutBatch:
+             schemas: Sequence[TokenDFA | None] | None = None,
+             pad_multiple: int = 0) -> RolloutBatch:
   """Rollouts for token-id prompts: J samples each, rows grouped by prompt.
 
   Prompts are left-padded to the smallest bucket that fits the longest one, and their number
@@ -248,9 +249,11 @@ def generate(graphdef, params, prompts: Sequence[Sequence[int]], sampling: Sampl
   rows whose outputs are dropped; keep both fixed across calls and the program compiles once.
   `schemas`: per prompt, the automaton its answers must follow (rollout/schema_dfa.py) or
   None; answers under one are complete before max_new_tokens (token_mask.py).
+  `pad_multiple` > 0: pad to the longest prompt rounded up to it where that is below the
+  bucket (`batching.pad_prompts`): less prefill and attention, a compile per new width.
   """
   multiple = math.lcm(max(1, int(batch_multiple)), _batch_divisor(mesh))
-  padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple)
+  padded = batching.pad_prompts(prompts, prompt_buckets, pad_id, multiple, pad_multiple)
   key = _as_key(key)
   if key.ndim:   # one key per prompt: filler rows reuse the first (their outputs are dropped)
     if key.shape != (len(prompts),):
@@ -309,10 +312,11 @@ class Sampler:
                num_samples=r.num_samples, mesh=mesh, phase_tokens=r.decode_phase_tokens)
 
   def __call__(self, params, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
-               key: jax.Array, num_samples: int | None = None) -> RolloutBatch:
+               key: jax.Array, num_samples: int | None = None,
+               pad_multiple: int = 0) -> RolloutBatch:
     return generate(self.graphdef, params, prompts, sampling, key,
                     num_samples=self.num_samples if num_samples is None else num_samples,
                     pad_id=self.pad_id, eos_token_ids=self.eos_token_ids,
                     prompt_buckets=self.prompt_buckets,
                     batch_multiple=self.batch_multiple, mesh=self.mesh,
-                    phase_tokens=self.phase_tokens)
+                    phase_tokens=self.phase_tokens, pad_multiple=pad_multiple)

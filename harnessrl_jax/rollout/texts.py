@@ -71,12 +71,14 @@ class TextSampler:
                                    eos_token_ids=pb.eos_token_ids, mesh=mesh), pb)
 
   def __call__(self, params, chats: Sequence[Chat], law: SamplingParams, key: jax.Array,
-               num_samples: int | None = None) -> Texts:
-    """`num_samples` (default: the sampler's J) responses to each conversation."""
+               num_samples: int | None = None, pad_multiple: int = 0) -> Texts:
+    """`num_samples` (default: the sampler's J) responses to each conversation;
+    `pad_multiple`: see `engine.generate`."""
     j = self.sampler.num_samples if num_samples is None else int(num_samples)
     ids = [self.prompt_builder.encode_chat(c) for c in chats]
     # NumPy on every process: on a mesh over several processes the rows live on all of them.
-    rollout = distributed.to_host(self.sampler(params, ids, law, key, num_samples=j))
+    rollout = distributed.to_host(self.sampler(params, ids, law, key, num_samples=j,
+                                               pad_multiple=pad_multiple))
     return Texts(decode_texts(self.prompt_builder, rollout, len(chats), j), rollout)
 
   def resample_fn(self, params, law: SamplingParams) -> Resample:
@@ -88,15 +90,17 @@ class TextSampler:
     return resample
 
   def generate_fn(self, params, law: SamplingParams, key: jax.Array, *,
-                  batch_size: int = 0) -> Generate:
+                  batch_size: int = 0, pad_multiple: int = 0) -> Generate:
     """One response per conversation, `batch_size` conversations per sampler call (0: all
-    in one call); every call uses `key` (greedy evaluation does not read it)."""
+    in one call); every call uses `key` (greedy evaluation does not read it).
+    `pad_multiple`: see `engine.generate` (config.rollout.eval_pad_multiple)."""
 
     def generate(chats):
       chats, out = list(chats), []
       step = batch_size or max(len(chats), 1)
       for i in range(0, len(chats), step):
-        out += [r[0] for r in self(params, chats[i:i + step], law, key, 1).responses]
+        out += [r[0] for r in self(params, chats[i:i + step], law, key, 1,
+                                   pad_multiple).responses]
       return out
 
     return generate
