@@ -11,8 +11,9 @@ made the update 2x dearer for nothing), all 50 held-out tasks evaluated greedily
 steps, one critic round with 2 re-samples per candidate, and a learning rate of 5e-5, far
 above the paper's 1e-6 (which moves a 135M model visibly only over hundreds of steps; 2e-5
 with 48-token responses, 10 noisy held-out tasks and 256-token buckets left the held-out
-reward flat within noise over 20 steps). Measured 2026-12-02 (README): held-out score
-37.69 -> 43.98 -> 40.18 -> 41.57 points at steps 0, 8, 16, 24 (one seed), 8.75 min.
+reward flat within noise over 20 steps). Measured 2026-12-03 (README): held-out score
+37.69 -> 42.39 -> 43.13 -> 47.68 points at steps 0, 8, 16, 24 (one seed), 16.6 min on a
+slow host (the same kind of run took 8.75 min on 2026-12-02's).
 """
 
 from harnessrl_jax.config import base_config
