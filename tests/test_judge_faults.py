@@ -188,7 +188,8 @@ def _tasks():
 def _learner(tasks):
   texts = lambda params, chats, law, key, j: types.SimpleNamespace(
       responses=tuple(("an answer",) * j for _ in chats))
-  texts.generate_fn = lambda params, law, key: lambda prompts: ["an answer"] * len(prompts)
+  texts.generate_fn = lambda params, law, key, pad_multiple=0: (
+      lambda prompts: ["an answer"] * len(prompts))
   return loop.Learner(train_tasks=tasks, texts=texts, judge=Judge(_Down(), use_checks=False),
                       train_step=None, logprob_fn=None, law=SamplingParams(),
                       tasks_per_step=2, num_samples=2, num_epochs=1, advantage="grpo",
