@@ -74,7 +74,7 @@ def breakdown(workdir: str) -> dict:
           - os.path.getmtime(os.path.join(workdir, "config.json")))
   return {"steps": len(rows), "config_to_summary_s": span, "phases_s": sums,
           "update_median_s": updates[len(updates) // 2],
-          "positions": {k: v for k, v in positions.items()},
+          "positions": dict(positions),
           "heldout": [summary["heldout_start"]["score"]]
                      + [e["score"] for e in summary.get("heldout_evals", [])]}
 
