@@ -16,6 +16,7 @@ from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.tokenizer import tiny_prompt_builder
+from harnessrl_jax.serving import engine as engine_lib
 from harnessrl_jax.serving.engine import DecoderEngine
 from tests.conftest import skip_unless_slow
 
@@ -156,10 +157,13 @@ def test_config_is_checked(llama):
     DecoderEngine(llama, tiny_prompt_builder(), max_prefill_length=100)
 
 
-def test_kept_prefixes_give_the_same_tokens(llama):
+@pytest.mark.parametrize("prefill_multiple", [128, 16])
+def test_kept_prefixes_give_the_same_tokens(llama, prefill_multiple, monkeypatch):
   """Requests that share a long prefix (as a judge's criteria on one response do) prefill
   only their suffix on the kept K, V: tokens equal to greedy full forwards, the cache hit,
-  and the rows (a suffix chunk's padding inside them) survive slot reuse and compaction."""
+  and the rows (a suffix chunk's padding inside them) survive slot reuse and compaction.
+  With a prefill multiple of 16 the rows are narrower than JetStream's bucket of 64."""
+  monkeypatch.setattr(engine_lib, "PREFILL_MULTIPLE", prefill_multiple)
   pb = tiny_prompt_builder()
   engine = DecoderEngine(llama, pb, max_concurrent_decodes=2, max_prefill_length=64,
                          max_decode_length=24, prefix_cache_entries=2)
@@ -188,3 +192,20 @@ def test_prefix_cache_is_off_where_it_cannot_hold_the_state(model):
   assert (engine.prefix_cache is not None) == model.attends_fully()
   assert DecoderEngine(model, tiny_prompt_builder(), max_prefill_length=64,
                        max_decode_length=8, prefix_cache_entries=0).prefix_cache is None
+
+
+def test_steps_read_only_the_window_that_holds_the_live_rows(llama):
+  """Rows shorter than 64 slots: generate attends over the cache's last 64 slots, not all
+  256 + 40, and the tokens still equal greedy full forwards; once a row outgrows that (and
+  a window of 128 would be over a third of the cache), the step reads the whole cache."""
+  pb = tiny_prompt_builder()
+  engine = DecoderEngine(llama, pb, max_concurrent_decodes=2, max_prefill_length=256,
+                         max_decode_length=40)
+  texts = ["Name a colour.", "What is two plus two? Answer briefly please.", "hi"]
+  requests = [pb.encode_chat([{"role": "user", "content": t}]) for t in texts]
+  limits = [30, 40, 12]
+  got, _, _ = run_requests(engine, requests, limits)
+  for ids, out, limit in zip(requests, got, limits):
+    assert out == reference(llama, ids, limit, set(pb.eos_token_ids))
+  used = engine.steps_by_window
+  assert used[64] > 0 and used[0] > 0 and set(used) <= {0, 64}, used
