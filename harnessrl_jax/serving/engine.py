@@ -10,9 +10,10 @@ carries a constant-size state per row (cache.linear, kv_cache.py) instead of slo
 Sliding-window layers (gemma3, gemma4) keep window-sized rings (kv_cache.py: slot s in entry
 s % window, which slot an entry holds following from g), so their memory does not grow with M;
 rows' slots stay contiguous, so the window counted in slots is the window in tokens.
-  prefill: runs the prompt minus its last token (left-padded to JetStream's length bucket),
-           keeping the last token to feed first: exactly what the rollout engine does, so
-           greedy output equals the local judge's.
+  prefill: runs the prompt minus its last token, left-padded to its length rounded up to
+           PREFILL_MULTIPLE (not to JetStream's power-of-two bucket), keeping the last
+           token to feed first: exactly what the rollout engine does, so greedy output
+           equals the local judge's.
            With kept prefixes (serving/prefix_cache.py, models that attend fully), a
            prompt whose first whole 16-token blocks equal a kept prompt's computes only the
            rest: the kept K, V fill slots [R - P, R) and the rest runs as a left-padded
@@ -26,7 +27,11 @@ rows' slots stay contiguous, so the window counted in slots is the window in tok
            (g - W + s) % window; entries the prefix does not fill hold slots whose mask bit
            insert cleared.
   generate: feeds every row's pending token at g (greedy argmax), g += 1; the decoder
-           advances every row's linear states by that token.
+           advances every row's linear states by that token. Attention reads the last
+           `window` slots when a power of two >= MIN_WINDOW holds every live row and is
+           under a third of the cache (`_window_for`), else the whole cache. The state is
+           donated to insert, generate and compaction: each writes in place instead of
+           copying the cache.
 When g reaches M the cache is compacted: every row is shifted left so that the longest
 live row still fits. Only slots move: a linear state summarises its row's tokens wherever
 they sit, so compaction leaves it alone; rings rotate with their slots. A live row that
