@@ -5,11 +5,12 @@ JetStream server on loopback decoding under each answer's JSON schema. Every ans
 route.
 
 Kept as light as it goes: 2 tasks of 3 criteria x 4 rollouts of 16 tokens per step, one
-critic round, one held-out task, two decode slots. Still SLOW: 940 s measured on the 2-core
-machine shared with other runs (load average 7-11; 70% of the run is the 10 LLM role
-requests, each a ~1200-token prefill and up to 160 constrained tokens of a 135M model on
-CPU). So it is in the slow tier (HARNESSRL_SLOW_TESTS=1, docs/testing.md); CI skips it.
-Its last run: 10 role answers and 18 LLM verdicts, 0 parse failures, 0 refused requests."""
+critic round, one held-out task, two decode slots. Still SLOW: 644 s on the idle 2-core
+machine (2026-12-03, after the engine's donated decode state and narrower prefills; 1082 s
+before), two thirds of it the 10 LLM role requests, each a ~1200-token prefill and up to 160
+constrained tokens of a 135M model on CPU, while the trainer shares the two cores. So it is
+in the slow tier (HARNESSRL_SLOW_TESTS=1, docs/testing.md); CI skips it. Its last run: 10
+role answers and 22 LLM verdicts, 0 parse failures, 0 refused requests."""
 
 import json
 import os
@@ -31,7 +32,7 @@ from tests.test_configs import load
 from tests.test_serving_jetstream import REPO, serve_process, wait_until_up
 
 PREFILL = 2048
-pytestmark = pytest.mark.slow   # ~15 min on 2 shared CPU cores: HARNESSRL_SLOW_TESTS=1
+pytestmark = pytest.mark.slow   # ~11 min on 2 CPU cores: HARNESSRL_SLOW_TESTS=1
 TIMEOUT_S = 900.0   # per request: the two CPU cores are shared with the trainer
 
 
