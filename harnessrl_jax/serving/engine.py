@@ -71,7 +71,8 @@ from flax import nnx
 from jetstream.engine import engine_api, token_utils, tokenizer_api, tokenizer_pb2
 
 from harnessrl_jax.errors import ConfigError, HarnessError
-from harnessrl_jax.models.kv_cache import KVCache, init_cache, map_rows, to_decode_cache
+from harnessrl_jax.models.kv_cache import (DecodeCache, KVCache, init_cache, map_rows,
+                                           to_decode_cache)
 from harnessrl_jax.rollout.schema_dfa import SchemaCompiler
 from harnessrl_jax.serving import request_header, slot_grammar
 from harnessrl_jax.serving.prefix_cache import PrefixCache
@@ -221,10 +222,11 @@ def _insert(state_arrays, prefix, slot, g):
           live.at[slot].set(prefix["live"]))
 
 
-def _window(cache: KVCache, window: int) -> KVCache:
+def _window(cache: KVCache, window: int) -> DecodeCache:
   """The last `window` slots of every row, [g + 1 - window, g + 1): the step's own slot g
-  and the `window - 1` before it (a copy; index g becomes window - 1). Slots move as one
-  block, so the causal and sliding-window comparisons between slots still hold."""
+  and the `window - 1` before it, as a DecodeCache (a copy, in the layouts decode attention
+  reads; index g becomes window - 1). Slots move as one block, so the causal and
+  sliding-window comparisons between slots still hold."""
   start = cache.index + 1 - window
   cut = lambda x, axis: jax.lax.dynamic_slice_in_dim(x, start, window, axis=axis)
   return to_decode_cache(cache.replace(k=cut(cache.k, 2), v=cut(cache.v, 2),
@@ -232,7 +234,7 @@ def _window(cache: KVCache, window: int) -> KVCache:
                                        index=jnp.asarray(window - 1, jnp.int32)))
 
 
-def _write_back(cache: KVCache, window_cache: KVCache, g) -> KVCache:
+def _write_back(cache: KVCache, window_cache: DecodeCache, g) -> KVCache:
   """`cache` with the step's slot g (the window's last) taken from `window_cache`: in place
   when `cache` is donated."""
   zero = jnp.zeros((), jnp.int32)
