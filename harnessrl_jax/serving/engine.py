@@ -317,9 +317,11 @@ class DecoderEngine(engine_api.Engine):
     self._tokenizer = EngineTokenizer(prompt_builder, bos if bos is not None else
                                       prompt_builder.pad_id, self.cfg.eos_token_ids)
     self._stop_ids = jnp.asarray(sorted(self._tokenizer.stop_tokens), jnp.int32)
-    # Each layer's weights sliced out of the stack once (a copy): a scanned stack would
-    # otherwise be sliced, i.e. copied, at every generated token (Decoder.layer_states).
-    self._layer_params = model.layer_states()
+    # On CPU, each layer's weights sliced out of the stack once: XLA:CPU would otherwise
+    # copy every slice of a scanned stack at every generated token (Decoder.layer_states).
+    # Not on accelerators, where the copy would hold a second set of weights in device
+    # memory for the server's lifetime and was never measured.
+    self._layer_params = model.layer_states() if devices[0].platform == "cpu" else None
     self.steps_by_window: collections.Counter[int] = collections.Counter()   # 0: whole cache
     self._compiler: SchemaCompiler | None = None   # built on the first schema request
     # Schema tables' starting size (states, token classes): a schema larger than the tables
