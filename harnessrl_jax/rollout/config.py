@@ -19,6 +19,7 @@ from harnessrl_jax.errors import refuse
 # Decode steps per phase (see engine.decode_phases): shorter phases read fewer empty cache
 # slots but compile more loops. Measured on SmolLM2 at 128 new tokens in docs/performance.md.
 DECODE_PHASE_TOKENS = 32
+EVAL_PAD_MULTIPLE = 16
 
 
 def rollout_defaults() -> ml_collections.ConfigDict:
@@ -46,7 +47,7 @@ def rollout_defaults() -> ml_collections.ConfigDict:
   r.top_k = 0
   r.prompt_buckets = (64, 128, 256, 512)
   r.decode_phase_tokens = DECODE_PHASE_TOKENS
-  r.eval_pad_multiple = 16
+  r.eval_pad_multiple = EVAL_PAD_MULTIPLE
   return r
 
 
@@ -78,7 +79,7 @@ class RolloutConfig:
   top_k: int
   prompt_buckets: tuple[int, ...]
   decode_phase_tokens: int
-  eval_pad_multiple: int = 16
+  eval_pad_multiple: int
 
   @classmethod
   def from_config(cls, section: Any, *, check: bool = True) -> RolloutConfig:
@@ -90,7 +91,7 @@ class RolloutConfig:
                prompt_buckets=tuple(int(b) for b in section.prompt_buckets),
                decode_phase_tokens=int(section.decode_phase_tokens),
                # A run's config.json from before this field evaluates as it is built now.
-               eval_pad_multiple=int(getattr(section, "eval_pad_multiple", 16)))
+               eval_pad_multiple=int(getattr(section, "eval_pad_multiple", EVAL_PAD_MULTIPLE)))
     if check:
       refuse(view.problems())
     return view

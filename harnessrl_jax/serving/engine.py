@@ -73,6 +73,7 @@ from jetstream.engine import engine_api, token_utils, tokenizer_api, tokenizer_p
 from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.models.kv_cache import (DecodeCache, KVCache, init_cache, map_rows,
                                            to_decode_cache)
+from harnessrl_jax.rollout import batching
 from harnessrl_jax.rollout.schema_dfa import SchemaCompiler
 from harnessrl_jax.serving import request_header, slot_grammar
 from harnessrl_jax.serving.prefix_cache import PrefixCache
@@ -376,7 +377,7 @@ class DecoderEngine(engine_api.Engine):
     context, last = ids[:-1], ids[-1]
     # JetStream pads to powers of two; a row needs only its context, rounded up to
     # PREFILL_MULTIPLE (a 1,200-token prompt computes 1,280 positions, not 2,048).
-    width = min(width, -(-max(len(context), 1) // PREFILL_MULTIPLE) * PREFILL_MULTIPLE)
+    width = min(width, batching.round_up(max(len(context), 1), PREFILL_MULTIPLE))
     prefix = self._prefix_on_kept(context, int(last), width, params)
     if prefix is None:
       tokens = np.full((width,), self.prompt_builder.pad_id, np.int32)
@@ -398,7 +399,7 @@ class DecoderEngine(engine_api.Engine):
     if entry is None:
       return None
     n = len(context)
-    chunk = -(-(n - reused) // SUFFIX_MULTIPLE) * SUFFIX_MULTIPLE
+    chunk = batching.round_up(n - reused, SUFFIX_MULTIPLE)
     tokens = np.full((1, chunk), self.prompt_builder.pad_id, np.int32)
     chunk_mask = np.zeros((1, width), bool)
     tokens[0, chunk - (n - reused):] = context[reused:]
