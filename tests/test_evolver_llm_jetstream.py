@@ -6,7 +6,7 @@ route.
 
 Kept as light as it goes: 2 tasks of 3 criteria x 4 rollouts of 16 tokens per step, one
 critic round, one held-out task, two decode slots. Still SLOW: 644 s on the idle 2-core
-machine (2026-12-03, after the engine's donated decode state and narrower prefills; 1082 s
+AMD EPYC machine (2026-12-03, after the engine's donated decode state and narrower prefills; 1082 s
 before), two thirds of it the 10 LLM role requests, each a ~1200-token prefill and up to 160
 constrained tokens of a 135M model on CPU, while the trainer shares the two cores. So it is
 in the slow tier (HARNESSRL_SLOW_TESTS=1, docs/testing.md); CI skips it. Its last run: 10
