@@ -5,12 +5,14 @@ JetStream server on loopback decoding under each answer's JSON schema. Every ans
 route.
 
 Kept as light as it goes: 2 tasks of 3 criteria x 4 rollouts of 16 tokens per step, one
-critic round, one held-out task, two decode slots. Still SLOW: 644 s on the idle 2-core
-AMD EPYC machine (2026-12-03, after the engine's donated decode state and narrower prefills; 1082 s
-before), two thirds of it the 10 LLM role requests, each a ~1200-token prefill and up to 160
-constrained tokens of a 135M model on CPU, while the trainer shares the two cores. So it is
-in the slow tier (HARNESSRL_SLOW_TESTS=1, docs/testing.md); CI skips it. Its last run: 10
-role answers and 22 LLM verdicts, 0 parse failures, 0 refused requests."""
+critic round, one held-out task, two decode slots. The server compiles fully optimised
+(`serve_process(real_model=True)`: the suite's fast-compile XLA flags made its requests
+2.2-2.5x slower). Still SLOW: 481 s on the idle 2-core AMD EPYC machine (2026-12-03; 644 s
+with the suite's flags on the server, 1082 s before the engine's donated decode state and
+narrower prefills), half of it the 10 LLM role requests (~25 s each: a ~1200-token prefill
+and up to 160 constrained tokens of a 135M model on CPU). So it is in the slow tier
+(HARNESSRL_SLOW_TESTS=1, docs/testing.md); CI skips it. Its last run: 10 role answers and
+22 LLM verdicts, 0 parse failures, 0 refused requests."""
 
 import json
 import os
@@ -48,7 +50,7 @@ def smollm2_server(tmp_path_factory):
   # and every generate step computes all slots.
   flags = ["--model=smollm2", f"--max_prefill_length={PREFILL}", "--max_decode_length=256",
            "--max_concurrent_decodes=2", "--schema_states=2048", "--schema_classes=512"]
-  with serve_process(flags, log_path) as (address, proc):
+  with serve_process(flags, log_path, real_model=True) as (address, proc):
     loaded = loading.load_model({"source": "smollm2"})
     probe = JetStreamClient(address, loaded.prompt_builder, timeout_s=TIMEOUT_S)
     try:

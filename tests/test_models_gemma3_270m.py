@@ -284,7 +284,7 @@ def server(loaded, cache_dir):
   log_path = os.path.join(cache_dir, "server.log")
   flags = ["--model=gemma3-270m", f"--cache_dir={cache_dir}", f"--max_prefill_length={PREFILL}",
            f"--max_decode_length={DECODE}", f"--max_concurrent_decodes={SLOTS}"]
-  with serve_process(flags, log_path) as (address, proc):
+  with serve_process(flags, log_path, real_model=True) as (address, proc):
     yield address, proc, log_path
 
 

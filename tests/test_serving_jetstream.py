@@ -41,13 +41,28 @@ def scaled_tiny_model():
   return nnx.merge(graphdef, jax.tree.map(lambda x: x * 3.0, params))
 
 
+# conftest.py's XLA:CPU flags that trade generated-code speed for compile time: right for
+# tiny random models, 2.2-2.5x slower per request for a real model's server (a 1,200-token
+# prompt and 160 tokens from SmolLM2: 24-25 s with them, 10-11 s without; AMD EPYC 2 cores).
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0",
+                      "--xla_llvm_disable_expensive_passes=true")
+
+
+def optimised_xla_flags(xla_flags: str) -> str:
+  """`xla_flags` without FAST_COMPILE_FLAGS."""
+  return " ".join(f for f in xla_flags.split() if f not in FAST_COMPILE_FLAGS)
+
+
 @contextlib.contextmanager
-def serve_process(flags: list[str], log_path: str):
+def serve_process(flags: list[str], log_path: str, *, real_model: bool = False):
   """`python -m harnessrl_jax.serve FLAGS --port=FREE` on loopback, its output in
-  `log_path`; yields (address, process) and terminates it after."""
+  `log_path`; yields (address, process) and terminates it after. `real_model`: compile
+  the server's programs fully optimised (FAST_COMPILE_FLAGS off)."""
   port = portpicker.pick_unused_port()
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  if real_model:
+    env["XLA_FLAGS"] = optimised_xla_flags(env.get("XLA_FLAGS", ""))
   with open(log_path, "w") as log:
     proc = subprocess.Popen([sys.executable, "-m", "harnessrl_jax.serve", *flags,
                              f"--port={port}"],
@@ -126,6 +141,15 @@ def listening_addresses(port):
         if int(p, 16) == port and state == "0A":
           found.append(addr)
   return found
+
+
+def test_a_real_models_server_drops_the_suites_fast_compile_flags():
+  suite_flags = os.environ.get("XLA_FLAGS", "").split()
+  # conftest.py sets them; if it stops, this list must follow it.
+  assert all(f in suite_flags for f in FAST_COMPILE_FLAGS), suite_flags
+  kept = optimised_xla_flags(" ".join(suite_flags)).split()
+  assert kept == [f for f in suite_flags if f not in FAST_COMPILE_FLAGS]
+  assert "--xla_force_host_platform_device_count=8" in kept
 
 
 def test_health_and_loopback_bind(served):
