@@ -26,6 +26,10 @@
 #   SSH             ssh command for remote hosts (default ssh)
 #   LOG_DIR         server logs, as server_HOST_PORT.log on each host (default /tmp/harnessrl_serve)
 #   READY_TIMEOUT   seconds to wait for each server (default 900: loading and warm-up)
+#   JAX_CACHE       persistent compilation cache on the server hosts, shared by their servers
+#                   (default REPO_DIR/.cache/jax, as launch/run_default.sh's; "" turns it off):
+#                   a restarted server loads its prefill and generate programs instead of
+#                   compiling them again at its first requests
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 N="${1:-1}"
@@ -44,6 +48,7 @@ PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
 SSH="${SSH:-ssh}"
 LOG_DIR="${LOG_DIR:-/tmp/harnessrl_serve}"
 READY_TIMEOUT="${READY_TIMEOUT:-900}"
+JAX_CACHE="${JAX_CACHE-$REPO_DIR/.cache/jax}"
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "error: N=$N is not a positive count" >&2; exit 2; }
 [[ "$PORT0" =~ ^[0-9]+$ ]] || { echo "error: PORT0=$PORT0 is not a port number" >&2; exit 2; }
 
@@ -53,6 +58,8 @@ start() {  # HOST PORT INDEX -> prints the server's pid on that host
   local host="$1" port="$2" i="$3" bind=0.0.0.0 env="" cmd
   is_local "$host" && bind=127.0.0.1
   [[ "$GPU_EACH" == 1 ]] && env="CUDA_VISIBLE_DEVICES=$i"
+  [[ -n "$JAX_CACHE" ]] && env="$env JAX_COMPILATION_CACHE_DIR=$JAX_CACHE \
+JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0"
   # `|| exit` and `;`, not `&&`: `a && b &` would background the whole list, whose shell
   # keeps our stdout open (and $! would name that shell, not the server).
   cmd="mkdir -p $LOG_DIR || exit 1; cd $REPO_DIR || exit 1; $env nohup $PYTHON -m \
