@@ -49,11 +49,10 @@ import math
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import jax
 import numpy as np
 from absl import flags, logging
@@ -112,11 +111,9 @@ def interleave_domains(tasks: Sequence[Task]) -> tuple[Task, ...]:
 
 def _probe(url: str, what: str, timeout_s: float) -> None:
   try:
-    urllib.request.urlopen(url, timeout=timeout_s).close()
-  except urllib.error.HTTPError:
-    return  # the server answered (404 / 401 are fine: it is up)
-  except (urllib.error.URLError, OSError) as e:
-    raise ConfigError(f"{what}: cannot reach {url} ({getattr(e, 'reason', e)}); start the "
+    httpx.get(url, timeout=timeout_s)   # any status means it is up (404 / 401 are fine)
+  except httpx.RequestError as e:
+    raise ConfigError(f"{what}: cannot reach {url} ({type(e).__name__}: {e}); start the "
                       "server first, fix the address, or set judge.backend = 'program' / "
                       "'local'") from None
 

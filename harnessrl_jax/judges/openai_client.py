@@ -12,18 +12,21 @@ connections, HTTP 408/429/5xx, and bodies that are not the expected JSON. Not re
 4xx (a wrong model name does not fix itself); they fail the request at once. HTTP 401 / 403
 raise AuthError naming the key's variable: a refused key is a setting to fix, not a fault
 to count per cell.
-Standard library only (urllib), so the judge adds no dependency.
+
+Transport: one `httpx.Client` per OpenAIClient, its connection pool sized to the requests in
+flight, so concurrent requests reuse kept-alive connections instead of a new one each.
+Retries stay in `client.call_with_retries` (shared with the JetStream client): the pool
+(judges/pool.py) decides per attempt where a retry goes, which a retry decorator around one
+endpoint's call could not.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Callable
+
+import httpx
 
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.errors import ConfigError
@@ -58,6 +61,13 @@ class OpenAIClient(TextClient):
     self.max_concurrency = int(max_concurrency)
     self._sleep = sleep
     self.identity = f"openai:{self.url}:{model}:t={self.temperature:g}"
+    self._http = httpx.Client(
+        timeout=self.timeout_s,
+        limits=httpx.Limits(max_connections=self.max_concurrency,
+                            max_keepalive_connections=self.max_concurrency))
+
+  def close(self) -> None:
+    self._http.close()
 
   def _headers(self) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
@@ -67,23 +77,21 @@ class OpenAIClient(TextClient):
     return headers
 
   def _post_once(self, body: bytes) -> str:
-    request = urllib.request.Request(self.url, data=body, headers=self._headers(),
-                                     method="POST")
     try:
-      with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
-        raw = reply.read()
-    except urllib.error.HTTPError as e:
-      detail = _snippet(e.read())
-      if e.code in _AUTH_STATUS:
-        raise AuthError(self._auth_message(e.code, detail)) from None
-      if e.code >= 500 or e.code in _RETRY_STATUS:
-        raise RetryableError(f"HTTP {e.code} from {self.url}: {detail}",
-                             _retry_after(e.headers.get("Retry-After"))) from e
-      raise ServerError(f"HTTP {e.code} from {self.url}: {detail} (not retried: check "
-                        f"judge.openai.model={self.model!r} and the URL)") from e
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
-            http.client.HTTPException) as e:
+      reply = self._http.post(self.url, content=body, headers=self._headers())
+      raw = reply.content
+    except httpx.RequestError as e:   # refused, reset, timed out, a broken reply
       raise RetryableError(f"{type(e).__name__} talking to {self.url}: {e}") from e
+    code = reply.status_code
+    if code >= 400:
+      detail = _snippet(raw)
+      if code in _AUTH_STATUS:
+        raise AuthError(self._auth_message(code, detail))
+      if code >= 500 or code in _RETRY_STATUS:
+        raise RetryableError(f"HTTP {code} from {self.url}: {detail}",
+                             _retry_after(reply.headers.get("Retry-After")))
+      raise ServerError(f"HTTP {code} from {self.url}: {detail} (not retried: check "
+                        f"judge.openai.model={self.model!r} and the URL)")
     try:
       content = json.loads(raw)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as e:
