@@ -34,7 +34,7 @@ from tests.test_configs import load
 from tests.test_serving_jetstream import REPO, serve_process, wait_until_up
 
 PREFILL = 2048
-pytestmark = pytest.mark.slow   # ~11 min on 2 CPU cores: HARNESSRL_SLOW_TESTS=1
+pytestmark = pytest.mark.slow   # ~8 min on 2 CPU cores: HARNESSRL_SLOW_TESTS=1
 TIMEOUT_S = 900.0   # per request: the two CPU cores are shared with the trainer
 
 
