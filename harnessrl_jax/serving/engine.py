@@ -278,6 +278,11 @@ def _generate(graphdef, params, state_arrays, grammar, stop_ids, window, layer_p
   return (cache, nxt, positions + 1, generated, live), grammar, data
 
 
+def _longest(row_len: np.ndarray, row_live: np.ndarray) -> int:
+  """The longest live row's length in slots (0 with none live)."""
+  return int(row_len[row_live].max()) if row_live.any() else 0
+
+
 @functools.partial(jax.jit, donate_argnums=0)
 def _compact(cache: KVCache, shift, keep):
   """Moves every row's tokens `shift` slots to the left; the write index becomes `keep`.
@@ -491,7 +496,7 @@ class DecoderEngine(engine_api.Engine):
     g = st.g
     if g == self._cache_len:
       row_live = row_live & np.asarray(arrays[4])  # rows that emitted a stop token are done
-      keep = max(int(row_len[row_live].max()) if row_live.any() else 0, self._max_prefill)
+      keep = max(_longest(row_len, row_live), self._max_prefill)
       cache = _compact(arrays[0], jnp.asarray(g - keep, jnp.int32), jnp.asarray(keep, jnp.int32))
       arrays, g = (cache,) + arrays[1:], keep
     window = self._window_for(row_len, row_live, g)
@@ -512,7 +517,7 @@ class DecoderEngine(engine_api.Engine):
     makes at about 3x the cost per slot of reading the cache in place (SmolLM2, 2 and 8
     slots, AMD EPYC 2 cores, idle, 2026-12-03: 2304 slots in place 93 and 299 ms a step;
     windows of 2048 153 ms, of 1024 343 ms, of 256 60 and 119 ms)."""
-    need = (int(row_len[row_live].max()) if row_live.any() else 0) + 1
+    need = _longest(row_len, row_live) + 1
     window = max(MIN_WINDOW, 1 << (need - 1).bit_length())
     if self._ring or window > g + 1 or 3 * window > self._cache_len:
       return 0
