@@ -9,7 +9,7 @@ from flax import nnx
 from scipy import stats
 
 from harnessrl_jax.errors import HarnessError
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.config import FAMILIES, ModelConfig
 from harnessrl_jax.models import sharding
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.rollout import engine
@@ -189,6 +189,24 @@ def test_sharded_rollout_equals_unsharded():
   with pytest.raises(HarnessError, match="multiple of 4"):
     engine.generate_padded(graphdef, params_on_mesh, np.ones((2, 4), np.int32),
                            np.ones((2, 4), bool), sampling, jax.random.key(0), mesh=mesh)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_remat_rollout_equals_plain_rollout(family):
+  """config.model.remat (configs/paper.py sets it) once crashed every rollout: the cached
+  forward ran its blocks under jax.checkpoint, which traced the cache's Python flags. Remat
+  is for the backward pass; a rollout with it must sample exactly what one without does."""
+  sampling = SamplingParams(temperature=0.9, top_k=40, max_new_tokens=6)
+  graphdef, params = nnx.split(_model(family))
+  remat_graphdef, remat_params = nnx.split(_model(family, remat=True))
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(remat_params)):
+    np.testing.assert_array_equal(a, b)   # same seed, same weights: only remat differs
+  plain, remat = (_np(engine.generate(g, p, PROMPTS, sampling, jax.random.key(4),
+                                      num_samples=2, prompt_buckets=(16,)))
+                  for g, p in ((graphdef, params), (remat_graphdef, remat_params)))
+  np.testing.assert_array_equal(remat.response_tokens, plain.response_tokens)
+  np.testing.assert_array_equal(remat.logprobs, plain.logprobs)
+  np.testing.assert_array_equal(remat.lengths, plain.lengths)
 
 
 def test_user_errors_raise_harness_error():

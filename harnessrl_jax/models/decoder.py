@@ -175,7 +175,11 @@ class Decoder(nnx.Module):
         near = causal & (key_slots[None, :] > query_slots[:, None] - cfg.sliding_window)
       inputs[layer_type] = (*rope, near[None] & key_mask[:, None, :] if allowed is None
                             else allowed)
-    run = jax.checkpoint(_run_block, static_argnums=(0,)) if cfg.remat else _run_block
+    # Remat only pays in a backward pass. A cached forward (rollout, serving, the logit
+    # judge's prefixes) is never differentiated, and its cache tuple carries Python
+    # flags (layer index, decode, ring) that jax.checkpoint would turn into tracers.
+    remat = cfg.remat and cache is None
+    run = jax.checkpoint(_run_block, static_argnums=(0,)) if remat else _run_block
     linear = None if cache is None else list(cache.linear)
     if ring and layer_params is None and cfg.scan_layers:
       layer_params = self.layer_states()   # ring and full layers read different caches
