@@ -1,23 +1,54 @@
 #!/usr/bin/env bash
 # Creates and fills .venv on first use; later calls only check that it is complete.
 # Usage: source-free, idempotent: `bash launch/setup_venv.sh`.
+# ACCEL=cpu (default) | cuda | tpu: cuda and tpu also install requirements-$ACCEL.txt (jax's
+# GPU or TPU plugin at the project's jax version; for cuda, faiss-gpu in place of faiss-cpu).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 stamp="$venv/.requirements.sha256"
-want="$(cat "$root/requirements.txt" "$root/requirements-serving.txt" "$root/requirements-nodeps.txt" \
-  | sha256sum | cut -d' ' -f1)"
+ACCEL="${ACCEL:-cpu}"
+case "$ACCEL" in
+  cpu) accel_req="" ;;
+  cuda | tpu) accel_req="$root/requirements-$ACCEL.txt" ;;
+  *) echo "error: ACCEL=$ACCEL: expected cpu, cuda or tpu" >&2; exit 2 ;;
+esac
+base=("$root/requirements.txt" "$root/requirements-serving.txt" "$root/requirements-nodeps.txt")
+if [[ -z "$accel_req" ]]; then
+  # cpu keeps the stamp it always had, so existing venvs are not set up again.
+  want="$(cat "${base[@]}" | sha256sum | cut -d' ' -f1)"
+else
+  # The accelerator and its file are part of the stamp: switching ACCEL sets the venv up again.
+  want="$({ cat "${base[@]}" "$accel_req"; echo "ACCEL=$ACCEL"; } | sha256sum | cut -d' ' -f1)"
+fi
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
 fi
 python="${PYTHON:-python3.11}"
 command -v "$python" >/dev/null || python=python3
-echo "setting up $venv (first use; a few minutes)" >&2
+echo "setting up $venv (ACCEL=$ACCEL; first use; a few minutes)" >&2
 [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+# faiss-cpu and faiss-gpu both install the module `faiss`: with both present one's files
+# overwrite the other's, so the one this accelerator does not use goes first.
+drop() {
+  if "$venv/bin/python" -m pip show --quiet "$1" >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip uninstall --quiet --yes "$1"
+  fi
+}
 # torch first, pinned, so that transformers / sentence-transformers find it installed.
 "${pip[@]}" "torch==2.13.0"
-"${pip[@]}" -r "$root/requirements.txt"
+case "$ACCEL" in
+  cpu)
+    drop faiss-gpu
+    "${pip[@]}" -r "$root/requirements.txt" ;;
+  # One resolve with the accelerator's file, whose jax pins then hold for every jax package.
+  tpu)
+    "${pip[@]}" -r "$root/requirements.txt" -r "$accel_req" ;;
+  cuda)
+    drop faiss-cpu
+    "${pip[@]}" -r <(grep -v '^faiss-cpu' "$root/requirements.txt") -r "$accel_req" ;;
+esac
 # Serving extras (JetStream server and client); the tests start a JetStream server.
 "${pip[@]}" -r "$root/requirements-serving.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
