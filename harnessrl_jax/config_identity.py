@@ -107,7 +107,7 @@ EXPERIMENT: frozenset[str] = frozenset({
     *_leaves("harness", "guidance_caps ladder total_weight"),
     *_leaves("memory", "top_k eta embedder_path embedder_backend embed_batch_size "
                        "exact_max_size approx_kind hnsw_m hnsw_ef_construction "
-                       "hnsw_ef_search ivf_nlist ivf_nprobe rebuild_dead_fraction"),
+                       "hnsw_ef_search ivf_nlist ivf_nprobe rebuild_dead_fraction faiss_gpu"),
     *_leaves("evolver", "enabled attributor proposer llm_backend llm_max_tokens "
                         "llm_fallback_to_rule rounds guidance_band rubric_band "
                         "calibration_path memory_window saturated_history min_confidence "

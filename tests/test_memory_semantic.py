@@ -1,16 +1,23 @@
 """Semantics index: exact search against float64 NumPy, approximate recall, updates,
-persistence with identical answers, and one test with the real MiniLM embedder."""
+persistence with identical answers, the GPU path (on a fake faiss that reports a GPU), and
+one test with the real MiniLM embedder."""
 
 import hashlib
+import importlib.util
 import os
+import sys
 
+import faiss
 import numpy as np
 import pytest
 
 import harnessrl_jax.harness as H
 import harnessrl_jax.memory as M
+from harnessrl_jax.memory import semantic_index
 from harnessrl_jax.data.schema import Criterion, Message, Task
 from harnessrl_jax.errors import ConfigError, HarnessError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def brute_force(vectors, keys, live, q, *, k, eta, exclude):
@@ -137,6 +144,146 @@ def test_save_and_load_give_identical_answers(tmp_path, kind):
   for q in queries:
     assert back.search(q, k=4, eta=0.3, exclude_task="t1") == \
         idx.search(q, k=4, eta=0.3, exclude_task="t1")
+
+
+class GpuFlat:
+  """What the fake's index_cpu_to_gpu returns: a CPU flat index behind the GPU index's
+  limits (k <= 2048), so that the GPU path runs on a CPU machine."""
+
+  def __init__(self, cpu):
+    self.cpu = cpu
+
+  ntotal = property(lambda self: self.cpu.ntotal)
+  d = property(lambda self: self.cpu.d)
+
+  def add(self, x):
+    self.cpu.add(x)
+
+  def search(self, q, k):
+    assert k <= semantic_index.GPU_MAX_K, "a GPU flat index refuses k > 2048"
+    return self.cpu.search(q, k)
+
+
+class GpuFaiss:
+  """faiss-cpu dressed as a faiss-gpu build that sees `gpus` GPUs; records each move of an
+  index between CPU and "GPU"."""
+
+  def __init__(self, gpus=1):
+    self.gpus, self.moves, self.resources = gpus, [], []
+
+  def __getattr__(self, name):      # everything else is the real faiss
+    return getattr(faiss, name)
+
+  def get_num_gpus(self):
+    return self.gpus
+
+  def StandardGpuResources(self):   # noqa: N802 (faiss's name)
+    res = type("Resources", (), {"setTempMemory": lambda r, n: setattr(r, "temp", n)})()
+    self.resources.append(res)
+    return res
+
+  def index_cpu_to_gpu(self, res, device, index):
+    assert res in self.resources and device == 0
+    assert type(index) is faiss.IndexFlatIP, "only the flat index goes to the GPU"
+    self.moves.append("to_gpu")
+    return GpuFlat(faiss.clone_index(index))
+
+  def index_gpu_to_cpu(self, index):
+    assert isinstance(index, GpuFlat)
+    self.moves.append("to_cpu")
+    return faiss.clone_index(index.cpu)
+
+
+def test_index_placement():
+  auto, off = M.memory_defaults(), M.memory_defaults()
+  off.faiss_gpu = "off"
+  auto, off = M.MemoryConfig.from_config(auto), M.MemoryConfig.from_config(off)
+  assert semantic_index.index_placement(GpuFaiss(gpus=2), auto) == "gpu"
+  assert semantic_index.index_placement(GpuFaiss(gpus=2), off) == "cpu"
+  assert semantic_index.index_placement(GpuFaiss(gpus=0), auto) == "cpu"
+  # faiss-cpu reports 0 GPUs and lacks the GPU classes; a build that lacks them stays on
+  # the CPU whatever it reports.
+  no_gpu_classes = type("CpuBuild", (), {"get_num_gpus": staticmethod(lambda: 8)})()
+  assert semantic_index.index_placement(no_gpu_classes, auto) == "cpu"
+  if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+    pytest.skip("this faiss sees a GPU: benchmarks/faiss_gpu_check.py checks that case")
+  assert semantic_index.index_placement(faiss, auto) == "cpu"
+  assert M.SemanticIndex(8, auto).placement == "cpu"
+  bad = M.memory_defaults()
+  bad.faiss_gpu = "on"
+  with pytest.raises(ConfigError, match="memory.faiss_gpu"):
+    M.SemanticIndex(8, bad)
+
+
+def test_gpu_path_answers_like_the_cpu_index(monkeypatch, tmp_path):
+  rng = np.random.default_rng(5)
+  cfg = M.memory_defaults()
+  cfg.rebuild_dead_fraction = 0.3
+  n, d = 4000, 24
+  v = clustered(rng, n, d)
+  keys = keys_for(n, 4)            # 1000 criteria per task: wide searches after exclusion
+  texts = [f"text {i}" for i in range(n)]
+  cpu = M.SemanticIndex(d, cfg)
+  fake = GpuFaiss()
+  monkeypatch.setattr(semantic_index, "faiss", fake)
+  gpu = M.SemanticIndex(d, cfg)
+  assert gpu.placement == "gpu" and isinstance(gpu.index, GpuFlat)
+  assert fake.resources[0].temp == semantic_index.GPU_TEMP_BYTES
+  for idx in (cpu, gpu):
+    idx.upsert(keys, texts, v)
+    idx.remove(keys[:1300])        # compacts: a rebuild, on the GPU again
+  assert isinstance(gpu.index, GpuFlat) and len(gpu.entries) == 2700
+
+  def same(a, b, q, **kw):
+    x, y = a.search(q, **kw), b.search(q, **kw)
+    assert [(h.task_id, h.criterion_id) for h in x] == [(h.task_id, h.criterion_id) for h in y]
+    np.testing.assert_allclose([h.cosine for h in x], [h.cosine for h in y], atol=1e-5)
+    return x
+
+  for qi in range(1300, n, 97):
+    same(cpu, gpu, v[qi], k=4, eta=0.3, exclude_task=keys[qi][0])
+  # k = 600 fetches 4k + 16 = 2416 rows, past the GPU's k limit: a search on a CPU copy.
+  moves = len(fake.moves)
+  assert len(same(cpu, gpu, v[1301], k=600, eta=-1.0, exclude_task="t1")) == 600
+  assert fake.moves[moves:] == ["to_cpu"]
+  # Saved from the GPU, the file is a plain CPU index; loaded, it goes to the GPU again.
+  gpu.save(str(tmp_path))
+  assert type(faiss.read_index(str(tmp_path / "semantic.faiss"))) is faiss.IndexFlatIP
+  back = M.SemanticIndex.load(str(tmp_path), cfg)
+  assert back.placement == "gpu" and isinstance(back.index, GpuFlat)
+  for qi in range(1300, n, 211):
+    same(cpu, back, v[qi], k=4, eta=0.3, exclude_task=keys[qi][0])
+  # HNSW and IVF stay on the CPU (and save as they are).
+  cfg.exact_max_size = 1000
+  ivf = M.SemanticIndex(d, cfg)
+  ivf.upsert(keys, texts, v)
+  assert ivf.kind == "ivf" and not isinstance(ivf.index, GpuFlat)
+  ivf.save(str(tmp_path))
+
+
+def test_faiss_gpu_check_script(monkeypatch, capsys):
+  # benchmarks/faiss_gpu_check.py, which the GPU machine runs, passes on the fake GPU and
+  # skips (exit 0) on this machine's faiss.
+  spec = importlib.util.spec_from_file_location(
+      "faiss_gpu_check", os.path.join(REPO, "benchmarks", "faiss_gpu_check.py"))
+  check = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(check)
+  monkeypatch.setattr(sys, "argv", ["faiss_gpu_check.py", "--n", "3000", "--queries", "20"])
+  if not (hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0):
+    assert check.main() == 0
+    assert capsys.readouterr().out.startswith("faiss_gpu_check: skipped: faiss ")
+  fake = GpuFaiss()
+  monkeypatch.setattr(semantic_index, "faiss", fake)
+  monkeypatch.setattr(check, "faiss", fake)
+  assert check.main() == 0, capsys.readouterr().out
+  out = capsys.readouterr().out
+  assert out.startswith("faiss_gpu_check: ok: ") and out.count("\n") == 1
+  # A GPU index whose scores are off by 1e-4 fails the check.
+  search = GpuFlat.search
+  monkeypatch.setattr(GpuFlat, "search", lambda self, q, k: (lambda s, i: (s + 1e-4, i))(
+      *search(self, q, k)))
+  assert check.main() == 1
+  assert capsys.readouterr().out.startswith("faiss_gpu_check: FAILED: query 0 rank 0")
 
 
 def fake_embedder(dim=64):

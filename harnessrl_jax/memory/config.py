@@ -12,6 +12,7 @@ from harnessrl_jax.errors import refuse
 
 APPROX_KINDS = ("ivf", "hnsw")
 EMBEDDER_BACKENDS = ("jax", "sentence_transformers")
+FAISS_GPU = ("auto", "off")
 
 
 def memory_defaults() -> ml_collections.ConfigDict:
@@ -41,6 +42,11 @@ def memory_defaults() -> ml_collections.ConfigDict:
     ivf_nlist: IVF lists (0: 4 * sqrt(n) at switch-over); ivf_nprobe: lists searched.
     rebuild_dead_fraction: rewritten or deleted criteria leave dead rows behind (HNSW
       cannot delete); the index is rebuilt without them when they pass this share.
+    faiss_gpu: "auto" runs the exact (flat) index on GPU 0 when the installed faiss has GPU
+      support (faiss-gpu, requirements-cuda.txt) and sees a GPU; "off" keeps it on the CPU.
+      Its answers equal the CPU index's up to float rounding (scores within 1e-5), which
+      can reorder near-ties, so a run resumed on another kind of machine may differ in the
+      last bits; "off" gives the same index everywhere. HNSW and IVF always run on the CPU.
   """
   c = ml_collections.ConfigDict()
   c.top_k = 4
@@ -56,6 +62,7 @@ def memory_defaults() -> ml_collections.ConfigDict:
   c.ivf_nlist = 0
   c.ivf_nprobe = 16
   c.rebuild_dead_fraction = 0.25
+  c.faiss_gpu = "auto"
   return c
 
 
@@ -76,6 +83,7 @@ class MemoryConfig:
   ivf_nlist: int
   ivf_nprobe: int
   rebuild_dead_fraction: float
+  faiss_gpu: str
 
   @classmethod
   def from_config(cls, section: Any, *, check: bool = True) -> MemoryConfig:
@@ -89,7 +97,8 @@ class MemoryConfig:
                hnsw_ef_construction=int(s.hnsw_ef_construction),
                hnsw_ef_search=int(s.hnsw_ef_search), ivf_nlist=int(s.ivf_nlist),
                ivf_nprobe=int(s.ivf_nprobe),
-               rebuild_dead_fraction=float(s.rebuild_dead_fraction))
+               rebuild_dead_fraction=float(s.rebuild_dead_fraction),
+               faiss_gpu=str(s.faiss_gpu))
     if check:
       refuse(view.problems())
     return view
@@ -102,6 +111,8 @@ class MemoryConfig:
     if self.embedder_backend not in EMBEDDER_BACKENDS:
       out.append(f"config.memory.embedder_backend = {self.embedder_backend!r}: expected one "
                  f"of {EMBEDDER_BACKENDS}")
+    if self.faiss_gpu not in FAISS_GPU:
+      out.append(f"config.memory.faiss_gpu = {self.faiss_gpu!r}: expected one of {FAISS_GPU}")
     if not -1.0 <= self.eta <= 1.0:
       out.append(f"config.memory.eta = {self.eta}: a cosine, must be in [-1, 1]")
     for name in ("top_k", "exact_max_size", "ivf_nlist"):

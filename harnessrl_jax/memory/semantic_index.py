@@ -9,9 +9,11 @@ the similarities fall below eta. Dead rows are compacted away by a rebuild once 
 `rebuild_dead_fraction`.
 
 Index choice: exact flat inner product up to `exact_max_size` rows; above it HNSW or IVF
-(`approx_kind`). The faiss index is saved as a file rather than rebuilt on load: HNSW
-construction is multi-threaded and not reproducible, a stored graph is, so a restored
-index answers every query exactly as the saved one did.
+(`approx_kind`). The flat index runs on a GPU where faiss has one (`index_placement`,
+`memory.faiss_gpu`); HNSW and IVF stay on the CPU. The faiss index is saved as a file
+rather than rebuilt on load: HNSW construction is multi-threaded and not reproducible, a
+stored graph is, so a restored index answers every query exactly as the saved one did. A
+GPU index is copied to the CPU to be saved, so the file loads on any machine.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.memory.config import MemoryConfig
 
 KINDS = ("flat", "hnsw", "ivf")
+# faiss's GPU k-selection returns at most this many neighbours per query (DeviceDefs.cuh).
+GPU_MAX_K = 2048
+# Scratch memory for faiss on the GPU. The GPU is JAX's, which preallocates most of it;
+# faiss's default (up to 1.5 GiB) is sized for batch searches far larger than ours (one
+# query at a time over at most exact_max_size rows).
+GPU_TEMP_BYTES = 256 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +54,18 @@ def normalise(v: np.ndarray) -> np.ndarray:
   return np.ascontiguousarray(v / norms)
 
 
+def index_placement(faiss_module, config: MemoryConfig) -> str:
+  """Where the exact (flat) index runs: "gpu" when `config.faiss_gpu` is "auto" and
+  `faiss_module` is a build with GPU support that sees a GPU, otherwise "cpu"."""
+  if config.faiss_gpu == "off":
+    return "cpu"
+  # faiss-cpu has get_num_gpus (always 0) but none of the GPU classes.
+  if not (hasattr(faiss_module, "StandardGpuResources")
+          and hasattr(faiss_module, "get_num_gpus")):
+    return "cpu"
+  return "gpu" if faiss_module.get_num_gpus() > 0 else "cpu"
+
+
 class SemanticIndex:
   """Embeddings of criterion texts, keyed by (task_id, criterion_id)."""
 
@@ -57,8 +77,10 @@ class SemanticIndex:
     self.vectors = np.zeros((0, self.dim), np.float32)
     self.live = np.zeros((0,), bool)
     self.rows: dict[tuple[str, str], int] = {}     # live key -> row
+    self.placement = index_placement(faiss, self.config)
+    self._gpu = None                                 # faiss GPU resources, made on first use
     self.kind = "flat"
-    self.index = faiss.IndexFlatIP(self.dim)
+    self.index = self._flat()
 
   # ---- size and lookups
 
@@ -132,10 +154,26 @@ class SemanticIndex:
     self.kind, self.index = self._new_index(self.vectors)
     self.index.add(self.vectors)
 
+  def _flat(self, cpu_index=None):
+    """An exact inner-product index (`cpu_index`'s vectors, else empty) where
+    `self.placement` says."""
+    index = faiss.IndexFlatIP(self.dim) if cpu_index is None else cpu_index
+    if self.placement == "cpu":
+      return index
+    if self._gpu is None:
+      self._gpu = faiss.StandardGpuResources()
+      self._gpu.setTempMemory(GPU_TEMP_BYTES)
+    return faiss.index_cpu_to_gpu(self._gpu, 0, index)
+
+  def _cpu_index(self):
+    """The faiss index on the CPU (a copy when it lives on the GPU)."""
+    on_gpu = self.kind == "flat" and self.placement == "gpu"
+    return faiss.index_gpu_to_cpu(self.index) if on_gpu else self.index
+
   def _new_index(self, vectors: np.ndarray):
     n = len(vectors)
     if not self._want_approx(n):
-      return "flat", faiss.IndexFlatIP(self.dim)
+      return "flat", self._flat()
     c = self.config
     if c.approx_kind == "hnsw":
       index = faiss.IndexHNSWFlat(self.dim, c.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -168,7 +206,7 @@ class SemanticIndex:
     while True:
       if self.kind == "hnsw":
         self.index.hnsw.efSearch = max(self.config.hnsw_ef_search, fetch)
-      scores, ids = self.index.search(q, fetch)
+      scores, ids = self._search(q, fetch)
       hits, below = [], False
       for s, i in zip(scores[0], ids[0]):
         if i < 0:
@@ -187,6 +225,12 @@ class SemanticIndex:
     hits.sort(key=lambda h: (-h.cosine, h.task_id, h.criterion_id))
     return hits[:k]
 
+  def _search(self, q: np.ndarray, fetch: int):
+    if fetch > GPU_MAX_K and self.kind == "flat" and self.placement == "gpu":
+      # Past the GPU's k limit (a wide search after many excluded rows): search a CPU copy.
+      return faiss.index_gpu_to_cpu(self.index).search(q, fetch)
+    return self.index.search(q, fetch)
+
   # ---- persistence
 
   def save(self, directory: str) -> None:
@@ -195,7 +239,7 @@ class SemanticIndex:
     with open(os.path.join(directory, "semantic_entries.jsonl"), "w", encoding="utf-8") as f:
       for e in self.entries:
         f.write(json.dumps(list(e), ensure_ascii=False) + "\n")
-    faiss.write_index(self.index, os.path.join(directory, "semantic.faiss"))
+    faiss.write_index(self._cpu_index(), os.path.join(directory, "semantic.faiss"))
     with open(os.path.join(directory, "semantic_meta.json"), "w", encoding="utf-8") as f:
       json.dump({"dim": self.dim, "kind": self.kind}, f)
 
@@ -213,10 +257,11 @@ class SemanticIndex:
       raise HarnessError(f"{directory}: semantic index files disagree on the row count")
     out.rows = {(e[0], e[1]): i for i, e in enumerate(out.entries) if out.live[i]}
     out.kind = meta["kind"]
-    out.index = faiss.read_index(os.path.join(directory, "semantic.faiss"))
-    if out.index.ntotal != len(out.entries) or out.index.d != out.dim:
-      raise HarnessError(f"{directory}: semantic.faiss holds {out.index.ntotal} vectors of "
-                         f"dimension {out.index.d}; expected {len(out.entries)} x {out.dim}")
+    index = faiss.read_index(os.path.join(directory, "semantic.faiss"))
+    if index.ntotal != len(out.entries) or index.d != out.dim:
+      raise HarnessError(f"{directory}: semantic.faiss holds {index.ntotal} vectors of "
+                         f"dimension {index.d}; expected {len(out.entries)} x {out.dim}")
+    out.index = out._flat(index) if out.kind == "flat" else index
     if out.kind == "hnsw":
       out.index.hnsw.efSearch = out.config.hnsw_ef_search
     elif out.kind == "ivf":
