@@ -2,6 +2,11 @@
 # Training on a SLURM GPU cluster: one process per host, each driving its 8 GPUs; all hosts
 # form one JAX cluster and the learner's mesh (config.rl.mesh) spans every GPU.
 #
+# Set up once, in a checkout on the shared filesystem: `ACCEL=cuda bash launch/setup_venv.sh`
+# (jax's CUDA plugin at the project's jax version, and faiss-gpu). Before queueing, check that
+# the run fits: `.venv/bin/python -m harnessrl_jax.aot --config=configs/paper.py
+# --topology=h100:16x8` (docs/multihost.md).
+#
 # Submit from a login node (the script calls srun itself, inside an allocation or not):
 #   NODES=2 CONFIG=configs/paper.py WORKDIR=/shared/runs/paper launch/slurm_gpu.sh \
 #     --config.rl.mesh.data=2 --config.rl.mesh.fsdp=8
@@ -17,6 +22,9 @@
 #   COORDINATOR_PORT port on the first host for JAX's coordinator (default 8476)
 #   PYTHON           interpreter on the hosts (default .venv/bin/python of this checkout,
 #                    which must be on the shared filesystem)
+#   CHECK_ACCEL      1 (default): before srun, check that PYTHON's jax has its CUDA plugin
+#                    (launch/check_accel.py, from the installed packages: a login node
+#                    usually has no GPU to ask); 0 skips it (e.g. a jax built on a local CUDA)
 # Arguments go to harnessrl_jax.train (config overrides). The coordinator is the first host
 # of the job step; each task reads its process id from SLURM_PROCID.
 set -euo pipefail
@@ -30,7 +38,11 @@ COORDINATOR_PORT="${COORDINATOR_PORT:-8476}"
 PYTHON="${PYTHON:-$root/.venv/bin/python}"
 command -v srun >/dev/null || { echo "error: srun not found: run this on a SLURM login node" >&2; exit 2; }
 [[ -f "$root/$CONFIG" ]] || { echo "error: CONFIG=$CONFIG: no such file under $root" >&2; exit 2; }
-[[ -x "$PYTHON" ]] || { echo "error: PYTHON=$PYTHON is not executable (run launch/setup_venv.sh on the shared filesystem)" >&2; exit 2; }
+[[ -x "$PYTHON" ]] || { echo "error: PYTHON=$PYTHON is not executable (run ACCEL=cuda bash launch/setup_venv.sh on the shared filesystem)" >&2; exit 2; }
+# Without the plugin jax would fall back to the CPU on every host, after the queue wait.
+if [[ "${CHECK_ACCEL:-1}" != 0 ]]; then
+  "$PYTHON" "$root/launch/check_accel.py" cuda || exit 2
+fi
 
 partition=()
 [[ -n "${PARTITION:-}" ]] && partition=(--partition="$PARTITION")

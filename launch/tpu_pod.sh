@@ -6,6 +6,12 @@
 #   TPU_NAME=my-v5e-32 ZONE=us-west4-a CONFIG=configs/paper.py \
 #   WORKDIR=gs://bucket/runs/paper launch/tpu_pod.sh --config.rl.mesh.fsdp=-1
 #
+# Set up every worker once (jax[tpu] and libtpu at the project's jax version):
+#   gcloud compute tpus tpu-vm ssh $TPU_NAME --zone=$ZONE --worker=all \
+#     --command='cd ~/harnessrl_jax && ACCEL=tpu bash launch/setup_venv.sh'
+# Before that, check that the run fits: `python -m harnessrl_jax.aot
+# --config=configs/paper.py --topology=v5p:4x4x8` (docs/multihost.md).
+#
 # Variables:
 #   TPU_NAME   the TPU VM (pod slice) name (required)
 #   ZONE       its zone (required)
@@ -16,6 +22,9 @@
 #   REPO_DIR   the checkout on every worker (default ~/harnessrl_jax); copy it there first,
 #              e.g. `gcloud compute tpus tpu-vm scp --worker=all --recurse . $TPU_NAME:~/harnessrl_jax`
 #   PYTHON     interpreter on the workers (default REPO_DIR/.venv/bin/python, with jax[tpu])
+#   CHECK_ACCEL 1 (default): first check on worker 0 that PYTHON's jax has libtpu
+#              (launch/check_accel.py, from the installed packages, so the TPU stays free;
+#              the workers are set up alike); 0 skips it
 # Arguments go to harnessrl_jax.train (config overrides; quote them for the remote shell).
 set -euo pipefail
 : "${TPU_NAME:?set TPU_NAME, the TPU VM name}"
@@ -27,6 +36,16 @@ PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
 command -v gcloud >/dev/null || { echo "error: gcloud not found: install the Google Cloud CLI" >&2; exit 2; }
 project=()
 [[ -n "${PROJECT:-}" ]] && project=(--project="$PROJECT")
+
+if [[ "${CHECK_ACCEL:-1}" != 0 ]]; then
+  gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone="$ZONE" "${project[@]}" --worker=0 \
+    --command="cd $REPO_DIR && $PYTHON launch/check_accel.py tpu" || {
+    echo "error: worker 0 of $TPU_NAME cannot run jax on its TPU (see above); set up every" \
+      "worker: gcloud compute tpus tpu-vm ssh $TPU_NAME --zone=$ZONE --worker=all" \
+      "--command='cd $REPO_DIR && ACCEL=tpu bash launch/setup_venv.sh'" >&2
+    exit 2
+  }
+fi
 
 extra=""
 (($#)) && printf -v extra ' %q' "$@"   # quoted once more for the remote shell
