@@ -9,8 +9,8 @@
 # Set up every worker once (jax[tpu] and libtpu at the project's jax version):
 #   gcloud compute tpus tpu-vm ssh $TPU_NAME --zone=$ZONE --worker=all \
 #     --command='cd ~/harnessrl_jax && ACCEL=tpu bash launch/setup_venv.sh'
-# Before that, check that the run fits: `python -m harnessrl_jax.aot
-# --config=configs/paper.py --topology=v5p:4x4x8` (docs/multihost.md).
+# Check first, on any machine set up with ACCEL=tpu, that the run fits: `.venv/bin/python -m
+# harnessrl_jax.aot --config=configs/paper.py --topology=v5p:4x4x8` (docs/multihost.md).
 #
 # Variables:
 #   TPU_NAME   the TPU VM (pod slice) name (required)
@@ -21,6 +21,7 @@
 #   PROJECT    GCP project (default: gcloud's configured one)
 #   REPO_DIR   the checkout on every worker (default ~/harnessrl_jax); copy it there first,
 #              e.g. `gcloud compute tpus tpu-vm scp --worker=all --recurse . $TPU_NAME:~/harnessrl_jax`
+#              from a checkout without .venv (a venv made elsewhere points at that Python)
 #   PYTHON     interpreter on the workers (default REPO_DIR/.venv/bin/python, with jax[tpu])
 #   CHECK_ACCEL 1 (default): first check on worker 0 that PYTHON's jax has libtpu
 #              (launch/check_accel.py, from the installed packages, so the TPU stays free;
