@@ -209,6 +209,22 @@ def test_remat_rollout_equals_plain_rollout(family):
   np.testing.assert_array_equal(remat.lengths, plain.lengths)
 
 
+@pytest.mark.parametrize("family", ["qwen3", "qwen3_5"])
+def test_accelerator_layer_scan_equals_sliced_layers(family, monkeypatch):
+  """On accelerators the rollout scans the stacked layer weights in place instead of slicing
+  them once per rollout (CPU): the same samples either way."""
+  graphdef, params = nnx.split(_model(family))
+  sampling = SamplingParams(temperature=0.9, top_k=40, max_new_tokens=6)
+  run = lambda: _np(engine.generate(graphdef, params, PROMPTS, sampling, jax.random.key(5),
+                                    num_samples=2, prompt_buckets=(16,), phase_tokens=4))
+  assert engine.on_cpu(params)
+  sliced = run()
+  monkeypatch.setattr(engine, "on_cpu", lambda _: False)
+  scanned = run()
+  np.testing.assert_array_equal(scanned.response_tokens, sliced.response_tokens)
+  np.testing.assert_allclose(scanned.logprobs, sliced.logprobs, atol=1e-5)
+
+
 def test_user_errors_raise_harness_error():
   graphdef, params = nnx.split(_model())
   sampling = SamplingParams(max_new_tokens=2)

@@ -362,6 +362,14 @@ def policy_architecture(config: Any, constants: Mapping[str, Any],
     return ModelConfig.from_hf(hf_json), hf_json
   if m.source == "tiny":
     return ModelConfig.tiny(m.family), f"ModelConfig.tiny({m.family!r})"
+  if m.source in ("smollm2", "gemma3-270m"):
+    # The packaged GGUF's converted HF directory (made once, then cached): its config.json.
+    # pylint: disable-next=g-import-not-at-top
+    from harnessrl_jax.models import loading
+    gguf = (loading.smollm2_gguf_path() if m.source == "smollm2"
+            else loading.gemma3_gguf_path(m.cache_dir))
+    hf_json = os.path.join(loading.convert_gguf_cached(gguf, m.cache_dir), "config.json")
+    return ModelConfig.from_hf(hf_json), f"{m.source} ({hf_json})"
   if "POLICY_HF_CONFIG" in constants:
     return (ModelConfig.from_hf(constants["POLICY_HF_CONFIG"]),
             "the config file's POLICY_HF_CONFIG")

@@ -104,17 +104,24 @@ def _constrain(x: jax.Array, mesh: Mesh | None, batch_dim: int) -> jax.Array:
 
 
 def decode_phases(model, width: int, max_new_tokens: int, phase_tokens: int,
-                  mesh: Mesh | None = None) -> list[decode_loop.Phase]:
+                  mesh: Mesh | None = None, slice_layers: bool = True
+                  ) -> list[decode_loop.Phase]:
   """The decode loop's phases: `phase_tokens` steps each; entering phase i grows the
   cache (a DecodeCache) to the slots filled by the phase's end (step t writes slot
   width - 1 + t), and attention reads exactly those.
 
   Attention over the cache costs time linear in the slots read, so this reads on average
   about half the generated part instead of all of it; each phase compiles its own loop and
-  re-sizes the cache once. Stacked (scanned) layer weights are sliced once here, not once
-  per token (see `Decoder.layer_states`).
+  re-sizes the cache once.
+
+  slice_layers (CPU): stacked (scanned) layer weights are sliced once here, not once per
+  token (see `Decoder.layer_states`). Off (accelerators): the layer scan reads the stack in
+  place. Slicing there would hold a second copy of the weights in device memory and unroll
+  every layer into every phase's loop: the paper-scale rollout (32 layers, 64 phases) was
+  still compiling for H100 after 13 minutes that way.
   """
-  apply_fn = functools.partial(model, layer_params=model.layer_states())
+  apply_fn = functools.partial(model, layer_params=model.layer_states() if slice_layers
+                               else None)
   phases, done = [], 0
   while done < max_new_tokens:
     steps = min(phase_tokens, max_new_tokens - done)
@@ -131,7 +138,8 @@ def _grow_cache(cache: DecodeCache, *, max_len: int, mesh: Mesh | None) -> Decod
 def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *,
                      sampling: SamplingParams,
                      num_samples: int, pad_id: int, eos_token_ids: tuple[int, ...] | None,
-                     mesh: Mesh | None, phase_tokens: int) -> RolloutBatch:
+                     mesh: Mesh | None, phase_tokens: int,
+                     slice_layers: bool = True) -> RolloutBatch:
   _trace_count[0] += 1
   model = nnx.merge(graphdef, params)
   cfg = model.cfg
@@ -152,7 +160,8 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
     keys = jax.vmap(lambda k: decode_loop.row_keys(k, num_samples))(key).reshape(-1)
   else:
     keys = decode_loop.row_keys(key, rows * num_samples)
-  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh)
+  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh,
+                         slice_layers)
   out, _ = decode_loop.decode(phases, cache,
                               rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
                               keys, sampling, stop_ids, pad_id, constraints,
@@ -165,9 +174,19 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
       logprobs=out.logprobs, lengths=out.lengths, finish_reason=out.finish_reason)
 
 
-_rollout_jit = jax.jit(_rollout_program,
-                       static_argnames=("graphdef", "sampling", "num_samples", "pad_id",
-                                        "eos_token_ids", "mesh", "phase_tokens"))
+# The jitted program `generate_padded` runs (harnessrl_jax.aot compiles it for accelerators).
+rollout_jit = jax.jit(_rollout_program,
+                      static_argnames=("graphdef", "sampling", "num_samples", "pad_id",
+                                       "eos_token_ids", "mesh", "phase_tokens",
+                                       "slice_layers"))
+
+
+def on_cpu(params) -> bool:
+  """Whether `params` (arrays, or ShapeDtypeStructs with shardings) live on CPU devices:
+  the rollout slices layer weights there only (`decode_phases`)."""
+  sharding = getattr(jax.tree.leaves(params)[0], "sharding", None)
+  devices = jax.devices() if sharding is None else sharding.device_set
+  return next(iter(devices)).platform == "cpu"
 
 
 def _as_key(key) -> jax.Array:
@@ -227,9 +246,10 @@ def generate_padded(graphdef, params, tokens, mask, sampling: SamplingParams, ke
   if key.ndim and key.shape != (tokens.shape[0],):
     raise HarnessError(f"rollout: {key.shape[0]} keys for {tokens.shape[0]} prompts; pass one "
                        "key, or one per prompt")
-  return _rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
+  return rollout_jit(graphdef, params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
                       key, constraints, states, sampling=sampling, num_samples=int(num_samples),
                       pad_id=int(pad_id), mesh=mesh, phase_tokens=int(phase_tokens),
+                      slice_layers=on_cpu(params),
                       eos_token_ids=None if eos_token_ids is None else tuple(
                           int(t) for t in eos_token_ids))
 
