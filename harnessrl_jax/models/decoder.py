@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.models import layers
+from harnessrl_jax.models import layers, sharding
 from harnessrl_jax.models.block import Block
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.kv_cache import DecodeCache, KVCache, ring_slots
@@ -38,8 +38,10 @@ from harnessrl_jax.models.per_layer_inputs import PerLayerInputs
 
 
 def _run_block(graphdef, state, x, cos, sin, allowed, kv, extra=None):
-  """One block as a pure function of its parameters (for lax.scan and jax.checkpoint)."""
-  return nnx.merge(graphdef, state)(x, cos, sin, allowed, kv, extra)
+  """One block as a pure function of its parameters (for lax.scan and jax.checkpoint);
+  its output rows stay split over the batch axes (`sharding.constrain_rows`)."""
+  x, kv, keys = nnx.merge(graphdef, state)(x, cos, sin, allowed, kv, extra)
+  return sharding.constrain_rows(x), kv, keys
 
 
 def _stacked_blocks(cfg: ModelConfig, layer_type: str, count: int, rngs: nnx.Rngs) -> Block:
@@ -146,7 +148,7 @@ class Decoder(nnx.Module):
     if cfg.gemma_style:
       # HF scales in the embedding's dtype, by sqrt(hidden) rounded to that dtype.
       x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
-    x = x.astype(dtype)
+    x = sharding.constrain_rows(x.astype(dtype))
     per_layer = None if self.per_layer_inputs is None else self.per_layer_inputs(tokens, x)
     positions = jnp.asarray(positions, jnp.int32)
     ring = cache is not None and cache.ring_k is not None

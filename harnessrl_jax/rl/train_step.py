@@ -247,7 +247,7 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
 
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
-  def step(state: TrainState, batch: RLBatch):
+  def update(state: TrainState, batch: RLBatch):
     mb = _check_shapes(batch, cfg, mesh)
     m = batch.num_rows // mb
     weights = losses.aggregation_weights(batch.loss_mask, loss_cfg.loss_aggregation,
@@ -309,6 +309,10 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
       metrics["learning_rate"] = schedule(state.step - state.skipped_steps)
     return new_state, metrics
 
+  def step(state: TrainState, batch: RLBatch):
+    with model_sharding.rows_on(mesh):   # the decoder keeps rows split (constrain_rows)
+      return update(state, batch)
+
   kwargs = {}
   if state_sharding is not None:
     kwargs["out_shardings"] = (state_sharding, NamedSharding(mesh, PartitionSpec()))
@@ -321,9 +325,10 @@ def make_logprob_fn(forward: ForwardFn, cfg: StepConfig, *, mesh: Mesh | None = 
   def fn(params, batch: RLBatch):
     mb = _check_shapes(batch, cfg, mesh)
     micro = _split_micro(batch, mb, mesh, cfg.group_size)
-    out = jax.lax.map(lambda x: response_logprobs(forward, params, x, chunk=cfg.logprob_chunk,
-                                                  temperature=cfg.temperature,
-                                                  group_size=cfg.group_size)[0], micro)
+    with model_sharding.rows_on(mesh):
+      out = jax.lax.map(lambda x: response_logprobs(
+          forward, params, x, chunk=cfg.logprob_chunk, temperature=cfg.temperature,
+          group_size=cfg.group_size)[0], micro)
     return _join_micro(out, cfg.group_size)
 
   return jax.jit(fn)

@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.models import sharding as model_sharding
 from harnessrl_jax.models.kv_cache import (DecodeCache, grow, init_cache, map_rows,
                                            to_decode_cache)
 from harnessrl_jax.rollout import batching, decode_loop, token_mask
@@ -140,6 +141,17 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
                      num_samples: int, pad_id: int, eos_token_ids: tuple[int, ...] | None,
                      mesh: Mesh | None, phase_tokens: int,
                      slice_layers: bool = True) -> RolloutBatch:
+  with model_sharding.rows_on(mesh):   # the decoder keeps rows split (constrain_rows)
+    return _rollout_on_mesh(graphdef, params, tokens, mask, key, constraints, states,
+                            sampling=sampling, num_samples=num_samples, pad_id=pad_id,
+                            eos_token_ids=eos_token_ids, mesh=mesh,
+                            phase_tokens=phase_tokens, slice_layers=slice_layers)
+
+
+def _rollout_on_mesh(graphdef, params, tokens, mask, key, constraints, states, *,
+                     sampling: SamplingParams, num_samples: int, pad_id: int,
+                     eos_token_ids: tuple[int, ...] | None, mesh: Mesh | None,
+                     phase_tokens: int, slice_layers: bool) -> RolloutBatch:
   _trace_count[0] += 1
   model = nnx.merge(graphdef, params)
   cfg = model.cfg
