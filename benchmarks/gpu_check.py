@@ -140,7 +140,7 @@ def stage_machine(_args) -> dict:
   devices = [f"{d.platform}:{d.id} {d.device_kind}" for d in jax.devices()]
   versions = {"python": platform.python_version(), "jax": jax.__version__,
               "jaxlib": getattr(jaxlib, "__version__", "?")}
-  for name in ("flax", "optax", "orbax.checkpoint", "numpy", "transformers", "ml_collections"):
+  for name in ("flax", "optax", "orbax.checkpoint", "numpy", "ml_collections", "faiss"):
     try:
       module = __import__(name, fromlist=["__version__"])
       versions[name] = getattr(module, "__version__", "?")
@@ -150,7 +150,8 @@ def stage_machine(_args) -> dict:
   print(f"jax {jax.__version__} backend {backend}; devices {devices}\ncpu {cpu}\n{versions}",
         flush=True)
   gpu = smi.splitlines()[1] if smi.count("\n") >= 1 and not smi.startswith("nvidia-smi:") else ""
-  figures = f"backend {backend}, {len(devices)} device(s): {devices[0]}"
+  figures = (f"{gpu or 'no nvidia-smi'}; jax {jax.__version__} backend {backend}, "
+             f"{len(devices)} device(s): {devices[0]}")
   return {"status": "PASS", "figures": figures, "backend": backend, "devices": devices,
           "nvidia_smi": smi, "gpu": gpu, "cpu": cpu, "versions": versions}
 
@@ -407,7 +408,8 @@ def summarize(rows: dict, elapsed: float | None = None) -> tuple[str, dict]:
           f"cpu {machine.get('cpu', '?')}"]
   if backend != "gpu":
     head.append(f"NOTE: no GPU backend: every figure below is a {backend.upper()} figure, not a "
-                "GPU one; the accelerator tests skip")
+                "GPU one; the accelerator tests skip (HARNESSRL_ACCEL_DRY_RUN=1: they compare two CPU "
+                "devices)")
   if SMALL:
     head.append("NOTE: GPU_CHECK_SMALL=1: small shapes (a dry run), not the 0.5B benchmark")
   width = 10
