@@ -119,8 +119,15 @@ class PolicyPlan:
   reference: int
   gradients: int
   optimizer: int
-  activations_remat: int
-  activations_no_remat: int
+  activations: Activations
+
+  @property
+  def activations_remat(self) -> int:
+    return self.activations.remat
+
+  @property
+  def activations_no_remat(self) -> int:
+    return self.activations.no_remat
 
   def total(self, remat: bool) -> int:
     return (self.params + self.reference + self.gradients + self.optimizer
@@ -165,8 +172,10 @@ def device_bytes(tree: Any, shardings: Any) -> int:
   return sum(jax.tree.leaves(sizes))
 
 
-def _residual_bytes(loss, params: Any, batch: RLBatch) -> int:
-  """Bytes of the residuals jax.vjp keeps for d loss / d params, arguments excluded."""
+def _residual_bytes(loss, params: Any, batch: RLBatch, seq_len: int) -> tuple[int, int]:
+  """Bytes of the residuals jax.vjp keeps for d loss / d params, arguments excluded: (the
+  attention-score family, arrays [..., T, T] of 4+ dims: scores, masks, probabilities; the
+  rest)."""
 
   def vjp(p, b):
     return jax.vjp(lambda q: loss(q, b), p)
@@ -177,7 +186,14 @@ def _residual_bytes(loss, params: Any, batch: RLBatch) -> int:
   args = set(jaxpr.invars)
   saved = {v for v in jaxpr.outvars[len(jaxpr.outvars) - n:]
            if isinstance(v, jax_core.Var) and v not in args}   # literals hold no buffer
-  return sum(v.aval.size * v.aval.dtype.itemsize for v in saved)
+  scores = rest = 0
+  for v in saved:
+    size = v.aval.size * v.aval.dtype.itemsize
+    if len(v.aval.shape) >= 4 and tuple(v.aval.shape[-2:]) == (seq_len, seq_len):
+      scores += size
+    else:
+      rest += size
+  return scores, rest
 
 
 def _abstract_batch(rows: int, seq_len: int, response_len: int) -> RLBatch:
@@ -197,10 +213,11 @@ def _split_abstract(cfg: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
   return nnx.split(abstract_model(cfg))
 
 
-def saved_bytes(cfg: ModelConfig, seq_len: int, response_len: int,
-                step: StepConfig) -> tuple[int, int]:
-  """(per-row activation bytes, weight-copy bytes) autodiff saves for the trainer's log-prob
-  function of `cfg` (module docstring: S_row, S_weights)."""
+def saved_parts(cfg: ModelConfig, seq_len: int, response_len: int,
+                step: StepConfig) -> tuple[tuple[int, int], tuple[int, int]]:
+  """((per-row, weight-copy) bytes of the attention-score family, the same of the rest) that
+  autodiff saves for the trainer's log-prob function of `cfg` (module docstring: S_row,
+  S_weights, each split in two)."""
   graphdef, params = _split_abstract(cfg)
   forward = decoder_forward(graphdef)
 
@@ -208,9 +225,17 @@ def saved_bytes(cfg: ModelConfig, seq_len: int, response_len: int,
     return response_logprobs(forward, p, batch, chunk=step.logprob_chunk,
                              temperature=step.temperature)[0].sum()
 
-  one, two = (_residual_bytes(loss, params, _abstract_batch(r, seq_len, response_len))
+  one, two = (_residual_bytes(loss, params, _abstract_batch(r, seq_len, response_len), seq_len)
               for r in (1, 2))
-  return two - one, 2 * one - two
+  return tuple((b - a, 2 * a - b) for a, b in zip(one, two))
+
+
+def saved_bytes(cfg: ModelConfig, seq_len: int, response_len: int,
+                step: StepConfig) -> tuple[int, int]:
+  """(per-row activation bytes, weight-copy bytes) autodiff saves for the trainer's log-prob
+  function of `cfg` (module docstring: S_row, S_weights)."""
+  (s_row, s_weights), (r_row, r_weights) = saved_parts(cfg, seq_len, response_len, step)
+  return s_row + r_row, s_weights + r_weights
 
 
 def _one_layer(cfg: ModelConfig, layer_type: str) -> ModelConfig:
@@ -219,21 +244,46 @@ def _one_layer(cfg: ModelConfig, layer_type: str) -> ModelConfig:
                      num_kv_shared_layers=0)
 
 
+@dataclasses.dataclass(frozen=True)
+class Activations:
+  """Per-device activation bytes of one micro-batch's update (module docstring)."""
+
+  saved_remat: int      # kept across the forward with remat: each block's input, ...
+  saved_no_remat: int   # ... without remat: every block's intermediates
+  block_scores: int     # one block recomputed in its backward: attention scores [.., T, T]
+  block_rest: int       # the same block's other intermediates
+  logits: int           # one logits chunk recomputed (rl/logprobs.py)
+
+  @property
+  def remat(self) -> int:
+    # The three transients are not live together: the logits chunks' backward runs before
+    # the blocks', and XLA schedules a block's recomputed attention apart from its MLP.
+    return self.saved_remat + max(self.block_scores, self.block_rest, self.logits)
+
+  @property
+  def no_remat(self) -> int:
+    return self.saved_no_remat + self.logits
+
+
 def activation_bytes(cfg: ModelConfig, *, rows: int, seq_len: int, response_len: int,
-                     step: StepConfig, weight_fraction: float) -> tuple[int, int]:
-  """(with remat, without remat) activation bytes per device (module docstring)."""
+                     step: StepConfig, weight_fraction: float) -> Activations:
+  """Activation bytes per device (module docstring)."""
 
-  def on_device(cfg_):
-    per_row, weights = saved_bytes(cfg_, seq_len, response_len, step)
-    return rows * per_row + round(weights * weight_fraction)
+  def on_device(cfg_) -> tuple[int, int]:
+    return tuple(rows * per_row + round(weights * weight_fraction)
+                 for per_row, weights in saved_parts(cfg_, seq_len, response_len, step))
 
-  recompute = max(on_device(_one_layer(cfg, t).replace(remat=False))
-                  - on_device(_one_layer(cfg, t).replace(remat=True))
-                  for t in set(cfg.layer_types))
+  blocks = []
+  for t in sorted(set(cfg.layer_types)):
+    off = on_device(_one_layer(cfg, t).replace(remat=False))
+    on = on_device(_one_layer(cfg, t).replace(remat=True))
+    blocks.append((off[0] - on[0], off[1] - on[1]))
+  scores, rest = max(blocks, key=max)
   chunk = (_LOGIT_CHUNK_COPIES * rows * min(step.logprob_chunk, response_len) * cfg.vocab_size
            * 4)
-  return (on_device(cfg.replace(remat=True)) + recompute + chunk,
-          on_device(cfg.replace(remat=False)) + chunk)
+  return Activations(saved_remat=sum(on_device(cfg.replace(remat=True))),
+                     saved_no_remat=sum(on_device(cfg.replace(remat=False))),
+                     block_scores=scores, block_rest=rest, logits=chunk)
 
 
 def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
@@ -260,7 +310,7 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
   param_bytes = device_bytes(state.params, placed.params)
   total_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state.params))
   elements = param_bytes // jnp.dtype(cfg.param_dtype).itemsize
-  remat, no_remat = activation_bytes(cfg, rows=micro // shards, seq_len=seq_len,
+  activations = activation_bytes(cfg, rows=micro // shards, seq_len=seq_len,
                                      response_len=response_len, step=step,
                                      weight_fraction=param_bytes / total_bytes)
   return PolicyPlan(
@@ -272,7 +322,7 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
       reference=device_bytes(state.ref_params, placed.ref_params) if with_ref else 0,
       gradients=elements * 4 + param_bytes,   # the float32 sum + one micro-batch's gradient
       optimizer=device_bytes(state.opt_state, placed.opt_state),
-      activations_remat=remat, activations_no_remat=no_remat)
+      activations=activations)
 
 
 # ---- the judge
@@ -333,6 +383,8 @@ class Plan:
   def to_json(self) -> dict[str, Any]:
     out = {"device_bytes": H100_BYTES, "judge_note": self.judge_note,
            "policy": {**dataclasses.asdict(self.policy),
+                      "activations_remat": self.policy.activations_remat,
+                      "activations_no_remat": self.policy.activations_no_remat,
                       "total_remat": self.policy.total(True),
                       "total_no_remat": self.policy.total(False)},
            "judge": None}
@@ -415,7 +467,8 @@ def _share_row(*values: int) -> str:
 def format_plan(plan: Plan) -> str:
   """The plan as the table `python -m harnessrl_jax.models.plan` prints."""
   p = plan.policy
-  mesh = " x ".join(f"{a} {s}" for a, s in p.mesh.items())
+  a = p.activations
+  mesh = " x ".join(f"{ax} {s}" for ax, s in p.mesh.items())
   lines = [
       f"Policy  {p.name} ({p.family}, {p.num_params / 1e9:.2f} B parameters; architecture: "
       f"{p.source})",
@@ -429,7 +482,12 @@ def format_plan(plan: Plan) -> str:
       _row("reference parameters (beta > 0)", p.reference, p.reference),
       _row("gradients (f32 sum + micro-batch)", p.gradients, p.gradients),
       _row("optimiser state (AdamW)", p.optimizer, p.optimizer),
-      _row("activations (estimate)", p.activations_remat, p.activations_no_remat),
+      _row("activations kept (block inputs)", a.saved_remat, a.saved_no_remat),
+      _row("+ the largest transient, of", a.remat - a.saved_remat,
+           a.no_remat - a.saved_no_remat),
+      _row("  one block's attention scores", a.block_scores, 0),
+      _row("  one block's other intermediates", a.block_rest, 0),
+      _row("  one logits chunk (float32)", a.logits, a.logits),
       _row("total", p.total(True), p.total(False)),
       _share_row(p.total(True), p.total(False)),
       f"  config.model.remat = {p.remat}: the run is the "
