@@ -8,7 +8,8 @@ It prints the table; --json also writes the plan (`Plan.to_json`) to PATH.
 
 The policy's architecture is, in this order: --policy_config (a HF config.json or its
 directory), config.model.path's config.json (source "hf"), `ModelConfig.tiny` (source "tiny"),
-or the config file's POLICY_HF_CONFIG dict. The judge's: --judge_config or the file's
+the packaged GGUF's converted config.json (sources "smollm2", "gemma3-270m": converted once,
+then cached), or the config file's POLICY_HF_CONFIG dict. The judge's: --judge_config or the file's
 JUDGE_HF_CONFIG, served as its JUDGE_SERVING dict says; without one the judge is not planned.
 
 Policy: bytes per device during the GRPO update (rl/train_step.py) on config.rl.mesh, whose
@@ -30,23 +31,37 @@ do not divide stays replicated).
                excluded. Traced at 1 and 2 rows, S = rows * S_row + S_weights: S_row is the
                activations, S_weights the weight copies autodiff keeps (casts, the tied
                embedding's transpose), counted at the parameters' sharded fraction.
+               Residuals are split in two: the attention-score family (arrays [..., T, T]
+               of 4+ dims: scores, masks, probabilities) and the rest.
                  no remat:  S(cfg, remat off) + C
-                 remat:     S(cfg, remat on) + max over layer types t of
-                            [S(t, remat off) - S(t, remat on)] + C
-               S(t, .) is a one-layer model of type t: the second term is the one block whose
-               intermediates the backward pass recomputes at a time. C = 3 * rows * chunk * V *
-               4 bytes: one chunk of float32 logits (rl/logprobs.py rematerialises it always:
-               logits, their exp, their cotangent). Not counted: cotangent temporaries of a
-               block's backward (about its intermediates again for attention's [T, T] scores),
-               the reference forward's transients, all-gathered FSDP weights, XLA's own
-               fusion and scheduling. Against XLA:CPU's compiled temp bytes (`memory_analysis`)
-               of one device's paper-scale micro-batch the no-remat estimate came within 3%;
-               but XLA:CPU keeps the no-remat memory for `jax.checkpoint`ed blocks outside
-               `lax.scan` (scan_layers=False; a tiny 8-layer Qwen3.5 at 8 x 768 tokens:
-               1656 -> 1644 MiB unscanned, 2193 -> 770 MiB scanned as groups), so for those
-               the remat column is what JAX is asked for, to be checked on the accelerator;
-               the table says so. JAX on GPU preallocates 75% of the memory
+                 remat:     S(cfg, remat on) + max(A_t, R_t, C) for the layer type t
+                            with the largest
+               A_t, R_t: S(t, remat off) - S(t, remat on) of a one-layer model of type t, its
+               score family and the rest: the block whose intermediates the backward pass
+               recomputes at a time. C = 3 * rows * chunk * V * 4 bytes: one chunk of float32
+               logits (rl/logprobs.py rematerialises it always: logits, their exp, their
+               cotangent). The three are not live together: the logits chunks' backward runs
+               before the blocks', and XLA's schedule holds a block's recomputed attention
+               scores apart from its MLP's intermediates (seen in the GPU buffer assignment of
+               a 60M model: two float32 and one bfloat16 [T, T] buffers at the peak, nothing of
+               the MLP). Not counted: all-gathered FSDP weights, the reference forward's
+               transients, XLA's own fusion choices. Checked against XLA's compiled peak
+               (`python -m harnessrl_jax.aot`, docs/models.md): the paper config on H100 16x8
+               -6.4%, on v5p 4x4x8 +4.3%, a Qwen3-0.6B shape on one H200 -3.3% (whose compiled
+               peak the device's own counter matched), a 60M model on H100 2x4 -4.0%
+               (tests/test_aot.py). XLA:CPU keeps the no-remat memory for `jax.checkpoint`ed
+               blocks outside `lax.scan` (scan_layers=False; a tiny 8-layer Qwen3.5 at 8 x 768
+               tokens: 1656 -> 1644 MiB unscanned, 2193 -> 770 MiB scanned as groups), so for
+               those the remat column is what JAX is asked for, to be checked on the
+               accelerator; the table says so. JAX on GPU preallocates 75% of the memory
                unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise.
+
+Rollout (`RolloutPlan`): the rollout program's per-device bytes, config.rl.tasks_per_step
+prompts at the largest bucket split over data x fsdp, J samples each: the parameters, the
+cache at full length (`kv_cache.init_cache` shapes: attention K/V, sliding rings, linear
+states), plus the larger of K (or V) before the last decode phase (live while `grow` copies
+it into the longer cache; each array is its own buffer, freed once copied) and the prefill (the prompts' own cache and one attention layer's
+float32 scores and probabilities); one step's float32 logits.
 
 Judge: our decoder has no Gemma 4, so the judge is counted from transformers' model of its
 config.json built on the meta device (no memory), text decoder only, served by an external
@@ -81,6 +96,7 @@ from harnessrl_jax import cli
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.hf_io import abstract_model
+from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.models.settings import ModelSettings
 from harnessrl_jax.models.sharding import MESH_AXES
 from harnessrl_jax.rl import mesh as rl_mesh
@@ -120,6 +136,7 @@ class PolicyPlan:
   gradients: int
   optimizer: int
   activations: Activations
+  rollout: RolloutPlan
 
   @property
   def activations_remat(self) -> int:
@@ -322,7 +339,63 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
       reference=device_bytes(state.ref_params, placed.ref_params) if with_ref else 0,
       gradients=elements * 4 + param_bytes,   # the float32 sum + one micro-batch's gradient
       optimizer=device_bytes(state.opt_state, placed.opt_state),
-      activations=activations)
+      activations=activations, rollout=rollout_plan(cfg, config, param_bytes))
+
+
+# ---- the rollout
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutPlan:
+  """Per-device bytes of the rollout program (rollout/engine.py): prefill of each prompt,
+  its cache repeated J times, decode phases that grow the cache (module docstring)."""
+
+  prompts_per_device: int
+  rows_per_device: int          # prompts x J
+  prompt_slots: int             # the largest prompt bucket
+  cache_slots: int              # prompt slots - 1 + max_new_tokens
+  params: int                   # the learner's, where they live
+  kv_cache: int                 # K/V of the attention layers, rings, linear states, at full length
+  grown_from: int               # K (or V) before the last phase, live while grow copies it
+  prefill: int                  # the prompts' cache and one attention layer's scores (float32)
+                                # and probabilities, before the cache is repeated
+  logits: int                   # one decode step's float32 logits
+
+  @property
+  def total(self) -> int:
+    return self.params + self.logits + max(self.kv_cache + self.grown_from, self.prefill)
+
+
+def _cache_bytes(cfg: ModelConfig, rows: int, slots: int, *, grown_only: bool = False) -> int:
+  """Bytes of a ring cache of `rows` x `slots`; grown_only: the largest array `kv_cache.grow`
+  copies into a longer one (K or V; rings and linear states keep their size), which is live
+  beside its copy: each array is its own buffer, freed once copied."""
+  cache = jax.eval_shape(lambda: init_cache(cfg, rows, slots, ring=True))
+  if grown_only:
+    return max(x.size * x.dtype.itemsize for x in (cache.k, cache.v, cache.mask))
+  return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(cache))
+
+
+def rollout_plan(cfg: ModelConfig, config: Any, param_bytes: int) -> RolloutPlan:
+  """The rollout's per-device plan: config.rl.tasks_per_step prompts at the largest bucket,
+  rollout.num_samples each, rollout.max_new_tokens, rows split over data x fsdp."""
+  mesh = abstract_mesh(config.rl.mesh)
+  rollout = RolloutConfig.from_config(config.rollout, check=False)
+  shards = mesh.shape["data"] * mesh.shape["fsdp"]
+  prompts = -(-int(config.rl.tasks_per_step) // shards)
+  rows = prompts * rollout.num_samples
+  width = max(rollout.prompt_buckets)
+  slots = width - 1 + rollout.max_new_tokens
+  last_phase = min(rollout.decode_phase_tokens, rollout.max_new_tokens)
+  dtype = jnp.dtype(cfg.dtype).itemsize
+  scores = max((cfg.num_heads * (width - 1) ** 2 * (4 + dtype)
+                for t in set(cfg.layer_types) if t != "linear_attention"), default=0)
+  return RolloutPlan(
+      prompts_per_device=prompts, rows_per_device=rows, prompt_slots=width, cache_slots=slots,
+      params=param_bytes, kv_cache=_cache_bytes(cfg, rows, slots),
+      grown_from=_cache_bytes(cfg, rows, slots - last_phase, grown_only=True),
+      prefill=_cache_bytes(cfg, prompts, width - 1) + prompts * scores,
+      logits=rows * cfg.vocab_size * 4)
 
 
 # ---- the judge
@@ -386,7 +459,8 @@ class Plan:
                       "activations_remat": self.policy.activations_remat,
                       "activations_no_remat": self.policy.activations_no_remat,
                       "total_remat": self.policy.total(True),
-                      "total_no_remat": self.policy.total(False)},
+                      "total_no_remat": self.policy.total(False),
+                      "rollout_total": self.policy.rollout.total},
            "judge": None}
     if self.judge is not None:
       out["judge"] = {**dataclasses.asdict(self.judge), "total": self.judge.total}
@@ -496,6 +570,19 @@ def format_plan(plan: Plan) -> str:
   if not p.scan_layers:
     lines += ["  unscanned layers: XLA:CPU compiles this step to the no-remat memory whether or",
               "  not remat is on; check the remat column on the accelerator"]
+  r = p.rollout
+  lines += [
+      "",
+      f"  rollout: {r.prompts_per_device} prompts x {r.rows_per_device // r.prompts_per_device} "
+      f"samples per device, {r.prompt_slots}-slot prompts, cache of {r.cache_slots} slots",
+      _row("parameters", r.params),
+      _row("KV cache (full length)", r.kv_cache),
+      _row("+ K before the last phase", r.grown_from),
+      _row("or prefill (cache + scores)", r.prefill),
+      _row("logits (one step, float32)", r.logits),
+      _row("total", r.total),
+      _share_row(r.total),
+  ]
   lines.append("")
   j = plan.judge
   if j is None:
