@@ -3,6 +3,8 @@
 # Usage: source-free, idempotent: `bash launch/setup_venv.sh`.
 # ACCEL=cpu (default) | cuda | tpu: cuda and tpu also install requirements-$ACCEL.txt (jax's
 # GPU or TPU plugin at the project's jax version; for cuda, faiss-gpu in place of faiss-cpu).
+# AOT=1 also installs requirements-aot.txt (--no-deps): the compile-only CUDA and TPU plugins
+# `python -m harnessrl_jax.aot` compiles with on a machine without either (CI's tier).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -20,6 +22,11 @@ if [[ -z "$accel_req" ]]; then
 else
   # The accelerator and its file are part of the stamp: switching ACCEL sets the venv up again.
   want="$({ cat "${base[@]}" "$accel_req"; echo "ACCEL=$ACCEL"; } | sha256sum | cut -d' ' -f1)"
+fi
+AOT="${AOT:-0}"
+if [[ "$AOT" == 1 ]]; then   # the compile-only plugins are part of the stamp too
+  want="$({ echo "$want"; cat "$root/requirements-aot.txt"; echo AOT=1; } | sha256sum \
+    | cut -d' ' -f1)"
 fi
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
@@ -52,4 +59,7 @@ esac
 # Serving extras (JetStream server and client); the tests start a JetStream server.
 "${pip[@]}" -r "$root/requirements-serving.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
+if [[ "$AOT" == 1 ]]; then
+  "${pip[@]}" --no-deps -r "$root/requirements-aot.txt"
+fi
 echo "$want" > "$stamp"

@@ -78,7 +78,7 @@ exit 0
 """
 REQUIREMENT_FILES = ("requirements.txt", "requirements-serving.txt",
                      "requirements-nodeps.txt", "requirements-cuda.txt",
-                     "requirements-tpu.txt")
+                     "requirements-tpu.txt", "requirements-aot.txt")
 
 
 @pytest.fixture
@@ -95,13 +95,16 @@ def checkout(tmp_path):
   return tmp_path
 
 
-def setup(checkout, accel=None, installed=""):
+def setup(checkout, accel=None, installed="", aot=False):
   log = checkout / ".venv" / "calls.log"
   log.unlink(missing_ok=True)
   env = dict(os.environ, INSTALLED=installed)
   env.pop("ACCEL", None)
+  env.pop("AOT", None)   # CI's tier sets it for the whole suite
   if accel is not None:
     env["ACCEL"] = accel
+  if aot:
+    env["AOT"] = "1"
   run = subprocess.run(["bash", str(checkout / "launch" / "setup_venv.sh")], env=env,
                        capture_output=True, text=True, timeout=60, check=False)
   calls = log.read_text().splitlines() if log.exists() else []
@@ -127,6 +130,17 @@ def test_setup_venv_cpu_keeps_its_stamp_and_commands(checkout):
       f"-r {checkout}/requirements-serving.txt",
       f"--no-deps -r {checkout}/requirements-nodeps.txt"]
   assert stamp.read_text() == old
+
+
+def test_setup_venv_aot_adds_the_compile_only_plugins_and_its_own_stamp(checkout):
+  run, calls = setup(checkout)
+  plain = (checkout / ".venv" / ".requirements.sha256").read_text()
+  run, calls = setup(checkout, aot=True)   # a new stamp: the set-up runs again
+  assert run.returncode == 0, run.stderr
+  assert calls[-1].endswith(f"--no-deps -r {checkout}/requirements-aot.txt")
+  assert (checkout / ".venv" / ".requirements.sha256").read_text() != plain
+  run, calls = setup(checkout, aot=True)
+  assert run.returncode == 0 and calls == []
 
 
 def test_setup_venv_cuda_replaces_faiss_cpu_and_switching_sets_up_again(checkout):
