@@ -53,6 +53,9 @@ task='
   export HARNESSRL_COORDINATOR="$head:'"$COORDINATOR_PORT"'"
   export HARNESSRL_NUM_PROCESSES="$SLURM_NTASKS"
   export HARNESSRL_PROCESS_ID="$SLURM_PROCID"
+  # JAX preallocates 75% of each GPU unless told; the compile check (harnessrl_jax.aot)
+  # budgets 92% (aot/topology.py GPU_MEMORY_FRACTION), so the run gets that share.
+  export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92}"
   exec "$0" -m harnessrl_jax.train "$@"
 '
 cd "$root"

@@ -25,9 +25,8 @@ from harnessrl_jax.errors import ConfigError
 
 MIB = 2**20
 GIB = 2**30
-# JAX's GPU allocator takes this share of HBM at start-up unless XLA_PYTHON_CLIENT_MEM_FRACTION
-# says otherwise; launch/slurm_gpu.sh sets GPU_MEMORY_FRACTION below.
-JAX_GPU_DEFAULT_FRACTION = 0.75
+# JAX's GPU allocator takes 75% of HBM at start-up unless XLA_PYTHON_CLIENT_MEM_FRACTION says
+# otherwise; launch/slurm_gpu.sh sets it to this, the check's budget on GPUs.
 GPU_MEMORY_FRACTION = 0.92
 
 
