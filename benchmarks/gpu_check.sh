@@ -82,7 +82,7 @@ stage machine 90 "$PY" benchmarks/gpu_check.py machine
 # 2. the accelerator tests. Without a GPU, tests/conftest.py's XLA_FLAGS (8 fake CPU devices,
 # cheap CPU compiles) apply; with one, XLA's defaults, as a run has them.
 ((HAVE_GPU)) && export XLA_FLAGS=${XLA_FLAGS:-}
-stage tests 200 env GPU_CHECK_FIGURES="$WORK/test_figures.json" "$PY" -m pytest -q -s -rs \
+stage tests 270 env GPU_CHECK_FIGURES="$WORK/test_figures.json" "$PY" -m pytest -q -s -rs \
   -p no:cacheprovider tests/test_accelerator.py --junitxml="$WORK/tests.xml"
 
 # 3. benchmarks at the Qwen3-0.6B shape (GPU_CHECK_SMALL=1: small shapes)
