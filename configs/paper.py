@@ -12,8 +12,12 @@ below):
                         (judge.endpoints: several servers of that model, as one pool)
   data.train / data.heldout                    the full task files
 
-Memory and placement, without weights: `python -m harnessrl_jax.models.plan
---config=configs/paper.py`. It reads model.path's config.json when there is one, else the
+Compiled for the accelerators with no device (`python -m harnessrl_jax.aot
+--config=configs/paper.py --topology=h100:16x8`, or `v5p:4x4x8`; 2026-12-04, docs/models.md),
+this config fits as set: per device, the train step peaks at 20.7 GiB of an H100 (v5p: 18.6),
+the rollout of 512 x 8 with its KV cache at 13.3 (v5p: 13.6); with model.remat off the step
+needs 192 GiB per H100 and the check exits 2. Estimated from shapes alone, in seconds:
+`python -m harnessrl_jax.models.plan --config=configs/paper.py`. It reads model.path's config.json when there is one, else the
 architectures below. They are transcriptions, not the downloaded config.json files (no network
 here), from the public code cited next to them; fields none of the sources gave are left out
 (the readers' defaults apply). Replace them with the real files' values when at hand.
