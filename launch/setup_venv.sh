@@ -3,8 +3,9 @@
 # Usage: source-free, idempotent: `bash launch/setup_venv.sh`.
 # ACCEL=cpu (default) | cuda | tpu: cuda and tpu also install requirements-$ACCEL.txt (jax's
 # GPU or TPU plugin at the project's jax version; for cuda, faiss-gpu in place of faiss-cpu).
-# AOT=1 also installs requirements-aot.txt (--no-deps): the compile-only CUDA and TPU plugins
-# `python -m harnessrl_jax.aot` compiles with on a machine without either (CI's tier).
+# AOT=1 also installs requirements-aot.txt (--no-deps) into .venv/aot-plugins: the
+# compile-only CUDA and TPU plugins `python -m harnessrl_jax.aot` compiles with on a machine
+# without either (CI's tier).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -60,6 +61,8 @@ esac
 "${pip[@]}" -r "$root/requirements-serving.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
 if [[ "$AOT" == 1 ]]; then
-  "${pip[@]}" --no-deps -r "$root/requirements-aot.txt"
+  # Beside the packages, not among them: jax would import them in every program
+  # (harnessrl_jax/aot/topology.py PLUGINS_DIR says why); only the compile check looks there.
+  "${pip[@]}" --no-deps --upgrade --target "$venv/aot-plugins" -r "$root/requirements-aot.txt"
 fi
 echo "$want" > "$stamp"

@@ -7,7 +7,6 @@ The compiles need the compile-only plugins (requirements-aot.txt: jax-cuda12-plu
 -pjrt, libtpu; CI's tier installs them, `AOT=1 bash launch/setup_venv.sh`); without them
 those tests skip and say so."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,13 +24,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 2**30
 
 needs_cuda_plugin = pytest.mark.skipif(
-    importlib.util.find_spec("jax_plugins.xla_cuda12") is None,
-    reason="no jax-cuda12-plugin: pip install --no-deps -r requirements-aot.txt "
-           "(AOT=1 bash launch/setup_venv.sh)")
+    not topology.has_compiler("cuda"),
+    reason="no jax-cuda12-plugin: AOT=1 bash launch/setup_venv.sh (requirements-aot.txt)")
 needs_libtpu = pytest.mark.skipif(
-    importlib.util.find_spec("libtpu") is None,
-    reason="no libtpu: pip install --no-deps -r requirements-aot.txt "
-           "(AOT=1 bash launch/setup_venv.sh)")
+    not topology.has_compiler("tpu"),
+    reason="no libtpu: AOT=1 bash launch/setup_venv.sh (requirements-aot.txt)")
 
 
 def test_topology_names():

@@ -137,7 +137,8 @@ def test_setup_venv_aot_adds_the_compile_only_plugins_and_its_own_stamp(checkout
   plain = (checkout / ".venv" / ".requirements.sha256").read_text()
   run, calls = setup(checkout, aot=True)   # a new stamp: the set-up runs again
   assert run.returncode == 0, run.stderr
-  assert calls[-1].endswith(f"--no-deps -r {checkout}/requirements-aot.txt")
+  assert calls[-1].endswith(f"--no-deps --upgrade --target {checkout}/.venv/aot-plugins "
+                            f"-r {checkout}/requirements-aot.txt")
   assert (checkout / ".venv" / ".requirements.sha256").read_text() != plain
   run, calls = setup(checkout, aot=True)
   assert run.returncode == 0 and calls == []

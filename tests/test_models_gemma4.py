@@ -187,7 +187,12 @@ def test_cached_prefill_and_decode_match(pair, forward, decode_layout):
     logits, cache = forward(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache)
     got.append(np.asarray(logits))
   assert int(cache.index) == prompt_len + steps
-  np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=TOL, rtol=0)
+  # 2 x TOL: on an Intel Xeon (AVX-512) XLA:CPU build, 'all_features' in the decode layout
+  # differed from HF by 1.13e-4 on logits of magnitude ~15 (relative 3e-4 at worst, at
+  # logits near 0.3; 2026-12-04), where the AMD EPYC build stays under 1e-4: float32 rounding
+  # of another summation order, not a cache error (which moves logits by whole units).
+  np.testing.assert_allclose(np.concatenate(got, axis=1)[mask], full[mask], atol=2 * TOL,
+                             rtol=0)
 
 
 def test_kv_shared_layers_store_no_cache(pair):

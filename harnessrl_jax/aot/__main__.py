@@ -8,7 +8,8 @@ whether they fit:
 
 Topologies (harnessrl_jax/aot/topology.py): h100, h200, a100 as HOSTSxGPUS (h100:16x8) or
 GPUS (h100:8); TPU slices v4, v5e, v5p, v6e by chips per torus axis (v5p:4x4x8). GPU needs
-requirements-cuda.txt installed, TPU requirements-tpu.txt; neither needs a device.
+requirements-cuda.txt installed, TPU requirements-tpu.txt (or both, compile-only, from
+`AOT=1 bash launch/setup_venv.sh`: requirements-aot.txt); neither needs a device.
 
 It builds the run's mesh and shardings on the topology's devices, compiles what the run
 jits there (the GRPO train step, the log-prob forward, the rollout program) and prints one
@@ -50,6 +51,8 @@ _POLICY_CONFIG = flags.DEFINE_string("policy_config", "", "A HF config.json (or 
 
 def main(argv) -> None:
   del argv
+  from harnessrl_jax.aot import topology  # pylint: disable=g-import-not-at-top
+  topology.use_compile_only_plugins()   # before jax looks for plugins (its first backend)
   # Compile-only devices need no backend but the host's; a GPU host must not claim its GPUs.
   import jax  # pylint: disable=g-import-not-at-top
   jax.config.update("jax_platforms", "cpu")

@@ -16,12 +16,23 @@ the verdict compares against a fraction (`usable_bytes`).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import re
+import sys
 from typing import Any
 
 from harnessrl_jax.errors import ConfigError
+
+# Where `AOT=1 bash launch/setup_venv.sh` puts the compile-only CUDA and TPU plugins
+# (requirements-aot.txt): beside the venv's packages, not among them, because jax imports
+# every plugin it finds at start-up, in every program: on a machine without a GPU the CUDA
+# plugin then writes "Could not find cuda drivers" to stderr, and libtpu tries to start a TPU
+# unless JAX_PLATFORMS says otherwise. Only the check looks there. (ACCEL=cuda / tpu installs
+# put the plugins among the packages: they are that machine's own.)
+PLUGINS_DIR = os.path.join(sys.prefix, "aot-plugins")
+_PLUGIN_MODULES = {"cuda": ("jax_plugins", "xla_cuda12"), "tpu": ("libtpu",)}
 
 MIB = 2**20
 GIB = 2**30
@@ -168,3 +179,17 @@ def _tpu_host_bounds(kind: DeviceKind, shape: tuple[int, int, int]) -> tuple[int
 def usable_bytes(kind: DeviceKind, fraction: float | None = None) -> int:
   """The bytes a run may plan to use per device: HBM x the allocator's fraction."""
   return int(kind.hbm_bytes * (kind.default_fraction if fraction is None else fraction))
+
+
+def use_compile_only_plugins() -> None:
+  """Puts PLUGINS_DIR on the import path (when it exists); call before jax starts a backend."""
+  if os.path.isdir(PLUGINS_DIR) and PLUGINS_DIR not in sys.path:
+    sys.path.append(PLUGINS_DIR)
+
+
+def has_compiler(platform: str) -> bool:
+  """Whether `platform`'s ("cuda", "tpu") compiler plugin is installed, among the packages
+  or in PLUGINS_DIR."""
+  parts = _PLUGIN_MODULES[platform]
+  return (importlib.util.find_spec(".".join(parts)) is not None
+          or os.path.isdir(os.path.join(PLUGINS_DIR, *parts)))
