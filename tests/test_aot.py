@@ -159,3 +159,31 @@ def test_plan_agrees_with_the_compiled_peak(tmp_path):
   c.rl.share_prompts = False
   planned = plan.policy_plan(arch, c).total(True)
   assert abs(planned - compiled) <= 0.15 * compiled, (planned / GIB, compiled / GIB)
+
+
+@needs_cuda_plugin
+def test_the_judge_engine_compiles_on_request(tmp_path):
+  """Our JetStream engine's prefill and generate, on one device as `serve` runs them,
+  compiled on request when the run's judge is elsewhere (then outside the verdict)."""
+  status, stdout, stderr, report = _aot(
+      tmp_path, "--config=configs/tiny.py", "--topology=h100:1",
+      "--programs=engine_prefill,engine_generate", "--config.judge.max_concurrency=4",
+      name="asked.json")
+  assert status == 0, stderr
+  rows = _rows(report)
+  assert set(rows) == {"engine_prefill", "engine_generate"}
+  assert not rows["engine_generate"]["in_run"]   # the tiny config's judge is "program"
+  assert "4 slots over a 1152-slot cache" in rows["engine_generate"]["note"]
+  assert "yes*" in stdout
+
+
+@needs_cuda_plugin
+def test_a_jetstream_judged_run_counts_its_engine(tmp_path):
+  status, _, stderr, report = _aot(
+      tmp_path, "--config=configs/tiny.py", "--topology=h100:1",
+      "--config.judge.backend=jetstream", "--config.judge.max_concurrency=4")
+  assert status == 0, stderr
+  rows = _rows(report)
+  assert set(rows) == {"train_step", "logprobs", "rollout", "engine_prefill",
+                       "engine_generate"}
+  assert rows["engine_prefill"]["in_run"] and rows["engine_generate"]["in_run"]

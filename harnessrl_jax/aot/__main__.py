@@ -12,7 +12,10 @@ requirements-cuda.txt installed, TPU requirements-tpu.txt (or both, compile-only
 `AOT=1 bash launch/setup_venv.sh`: requirements-aot.txt); neither needs a device.
 
 It builds the run's mesh and shardings on the topology's devices, compiles what the run
-jits there (the GRPO train step, the log-prob forward, the rollout program) and prints one
+jits there (the GRPO train step, the log-prob forward, the rollout program; where the judge
+is our JetStream engine, its prefill and generate on one device, as `serve` runs it: the
+judge model of --judge_config, the file's JUDGE_HF_CONFIG or config.judge.model; ask for
+them with --programs to size a judge the run reaches elsewhere) and prints one
 row each: compile seconds; per-device argument, output, temporary and peak bytes; the peak
 against the budget (HBM x --memory_fraction: JAX's GPU allocator holds only that share);
 FLOPs per call counted from the model and the time they take at the bf16 peak of every
@@ -44,9 +47,12 @@ _FRACTION = flags.DEFINE_float("memory_fraction", None,
                                "launch/slurm_gpu.sh gives XLA_PYTHON_CLIENT_MEM_FRACTION; "
                                "1.0 on TPUs).")
 _ONLY = flags.DEFINE_list("programs", [], "Compile only these (train_step, logprobs, "
-                          "rollout); default: all.")
+                          "rollout, engine_prefill, engine_generate); default: all the run "
+                          "uses (the engine's where the judge is our JetStream engine).")
 _POLICY_CONFIG = flags.DEFINE_string("policy_config", "", "A HF config.json (or its "
                                      "directory) for the policy's architecture.")
+_JUDGE_CONFIG = flags.DEFINE_string("judge_config", "", "A HF config.json (or its directory) "
+                                    "for the judge model's (engine_* programs).")
 
 
 def main(argv) -> None:
@@ -60,7 +66,8 @@ def main(argv) -> None:
   path = config_flags.get_config_filename(flags.FLAGS["config"]).split(":", 1)[0]
   report = run.check(_CONFIG.value, runpy.run_path(path), _TOPOLOGY.value,
                      config_name=path, memory_fraction=_FRACTION.value,
-                     only=tuple(_ONLY.value), policy_config=_POLICY_CONFIG.value)
+                     only=tuple(_ONLY.value), policy_config=_POLICY_CONFIG.value,
+                     judge_config=_JUDGE_CONFIG.value)
   print(run.format_report(report), flush=True)
   if _JSON.value:
     with open(_JSON.value, "w", encoding="utf-8") as f:

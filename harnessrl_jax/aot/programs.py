@@ -192,3 +192,58 @@ def rollout_program(config: Any, policy: Policy, *, eos_token_ids: Sequence[int]
                                    prompt_width=width, new_tokens=r.max_new_tokens),
                  True, f"{prompts} prompts x {r.num_samples} samples, {width}-slot prompts, "
                  f"{r.max_new_tokens} new tokens")
+
+
+def _one_device_params(cfg: ModelConfig, device) -> tuple[nnx.GraphDef, Any]:
+  graphdef, params = nnx.split(abstract_model(cfg))
+  one = SingleDeviceSharding(device)
+  return graphdef, jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), params)
+
+
+def _on(device, tree: Any) -> Any:
+  one = SingleDeviceSharding(device)
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), tree)
+
+
+def engine_programs(config: Any, cfg: ModelConfig, device, *, in_run: bool,
+                    source: str) -> list[Program]:
+  """Our JetStream engine's prefill and generate (serving/engine.py) for the judge model
+  `cfg`, on ONE device, as `python -m harnessrl_jax.serve` runs it (it has no tensor
+  parallelism): judge.max_concurrency slots, prompts up to judge.jetstream.max_prompt_tokens
+  (rounded up to JetStream's bucket), answers of judge.max_new_tokens; generate reading the
+  whole cache (the largest window)."""
+  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.models.kv_cache import init_cache
+  from harnessrl_jax.serving import engine as serving, slot_grammar
+  # pylint: enable=g-import-not-at-top
+  j = config.judge
+  slots, answer = int(j.max_concurrency), int(j.max_new_tokens)
+  prefill = next((b for b in serving.PREFILL_BUCKETS if b >= int(j.jetstream.max_prompt_tokens)),
+                 serving.PREFILL_BUCKETS[-1])
+  cache_len = prefill + max(answer, 2)
+  ring = bool(cfg.ring_layers)
+  graphdef, params = _one_device_params(cfg, device)
+  row = jax.ShapeDtypeStruct((1, prefill), jnp.int32, sharding=SingleDeviceSharding(device))
+  mask = jax.ShapeDtypeStruct((1, prefill), bool, sharding=SingleDeviceSharding(device))
+  state = jax.eval_shape(lambda: (
+      init_cache(cfg, slots, cache_len, ring=ring).replace(
+          index=jnp.asarray(prefill, jnp.int32)),
+      jnp.zeros((slots,), jnp.int32), jnp.zeros((slots,), jnp.int32),
+      jnp.zeros((slots,), jnp.int32), jnp.zeros((slots,), bool)))
+  grammar = jax.eval_shape(lambda: slot_grammar.empty(slots, cfg.vocab_size))
+  stop = jax.ShapeDtypeStruct((max(1, len(cfg.eos_token_ids)),), jnp.int32)
+  shape = flops_lib.ModelShape.of(cfg, params)
+  where = (f"judge model ({source}) on one {device.device_kind}, "
+           f"{'in the run' if in_run else 'not this run: its judge is ' + str(j.llm_backend if j.backend == 'hybrid' else j.backend)}")
+  return [
+      Program("engine_prefill", serving._prefill,  # pylint: disable=protected-access
+              (graphdef, params, row, mask, ring), {},
+              flops_lib.prefill(shape, rows=1, width=prefill), in_run,
+              f"one {prefill}-token prompt; {where}"),
+      Program("engine_generate", serving._generate,  # pylint: disable=protected-access
+              (graphdef, params, _on(device, state), _on(device, grammar), _on(device, stop),
+               0, None), {},
+              flops_lib.decode_step(shape, rows=slots, keys=cache_len), in_run,
+              f"one token for {slots} slots over a {cache_len}-slot cache; {where}"),
+  ]

@@ -13,11 +13,15 @@ from harnessrl_jax.aot import programs as programs_lib
 from harnessrl_jax.aot import topology as topology_lib
 from harnessrl_jax.config import validate
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.judges.config import JudgeConfig
 from harnessrl_jax.models import plan as plan_lib
+from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.settings import ModelSettings
 from harnessrl_jax.rollout.config import RolloutConfig
 
 GIB = 2**30
-PROGRAMS = ("train_step", "logprobs", "rollout")
+PROGRAMS = ("train_step", "logprobs", "rollout", "engine_prefill", "engine_generate")
+ENGINE = ("engine_prefill", "engine_generate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Report:
 
 def check(config: Any, constants: Mapping[str, Any], topology: str, *, config_name: str = "",
           memory_fraction: float | None = None, only: Sequence[str] = (),
-          policy_config: str = "") -> Report:
+          policy_config: str = "", judge_config: str = "") -> Report:
   """Compiles `config`'s programs (all, or `only` these) for `topology`."""
   unknown = sorted(set(only) - set(PROGRAMS))
   if unknown:
@@ -78,10 +82,20 @@ def check(config: Any, constants: Mapping[str, Any], topology: str, *, config_na
   validate(config, device_count=len(devices), process_count=hosts)
   arch, source = plan_lib.policy_architecture(config, constants, policy_config)
   policy = programs_lib.build_policy(config, arch, devices)
-  wanted = set(only or PROGRAMS)
+  judged_by_engine = JudgeConfig.from_config(config.judge, check=False).text_backend == "jetstream"
+  # The engine's programs by default only where the run's judge is our JetStream engine.
+  wanted = set(only or [p for p in PROGRAMS if p not in ENGINE or judged_by_engine])
   programs = [p for p in programs_lib.train_programs(config, policy) if p.name in wanted]
   if "rollout" in wanted:
     programs.append(programs_lib.rollout_program(config, policy))
+  if wanted & set(ENGINE):
+    judge_arch, judge_source = judge_architecture(config, constants, judge_config)
+    m = ModelSettings.from_config(config.judge.model, check=False)
+    judge_arch = judge_arch.replace(dtype=m.dtype, param_dtype=m.param_dtype)
+    programs += [p for p in programs_lib.engine_programs(config, judge_arch, devices[0],
+                                                         in_run=judged_by_engine,
+                                                         source=judge_source)
+                 if p.name in wanted]
   results = []
   for p in programs:   # minutes each at paper scale: say what is compiling
     print(f"compiling {p.name} for {topo.name} ...", file=sys.stderr, flush=True)
@@ -105,6 +119,26 @@ def check(config: Any, constants: Mapping[str, Any], topology: str, *, config_na
       results=results)
 
 
+def judge_architecture(config: Any, constants: Mapping[str, Any],
+                       judge_config: str = "") -> tuple[ModelConfig, str]:
+  """The judge model's architecture: --judge_config, the config file's JUDGE_HF_CONFIG, or
+  config.judge.model read as models.plan reads config.model."""
+  if judge_config:
+    return ModelConfig.from_hf(plan_lib.read_hf_config(judge_config)), judge_config
+  if "JUDGE_HF_CONFIG" in constants:
+    return (ModelConfig.from_hf(constants["JUDGE_HF_CONFIG"]),
+            "the config file's JUDGE_HF_CONFIG")
+  arch, source = plan_lib.policy_architecture(_JudgeModel(config.judge.model), {})
+  return arch, source
+
+
+@dataclasses.dataclass(frozen=True)
+class _JudgeModel:
+  """config.judge.model where `policy_architecture` reads config.model."""
+
+  model: Any
+
+
 def _leaves(tree):
   import jax  # pylint: disable=g-import-not-at-top
   return jax.tree.leaves(tree)
@@ -126,7 +160,7 @@ def format_report(report: Report) -> str:
       f" mesh {mesh}; remat {'on' if p['remat'] else 'off'}; {p['param_dtype']} parameters, "
       f"{p['dtype']} activations",
       "",
-      f"{'program':<11}{'compile s':>10}{'args GiB':>10}{'out GiB':>10}{'temp GiB':>10}"
+      f"{'program':<16}{'compile s':>10}{'args GiB':>10}{'out GiB':>10}{'temp GiB':>10}"
       f"{'peak GiB':>10}{'of budget':>10}  {'fits':<5}{'TFLOP':>10}{'ideal s':>9}  collectives",
   ]
   for r in report.results:
@@ -136,11 +170,11 @@ def format_report(report: Report) -> str:
     coll = ", ".join(f"{k} {n}" for k, n in r.collectives.items()) or "-"
     ideal = r.flops / (report.devices * report.bf16_flops)
     if r.error:
-      lines.append(f"{r.name:<11}{r.compile_s:10.1f}{'':>40}{_gib(r.peak)}"
+      lines.append(f"{r.name:<16}{r.compile_s:10.1f}{'':>40}{_gib(r.peak)}"
                    f"{r.peak / report.budget_bytes:10.0%}  {fits:<5}{r.flops / 1e12:10.1f}"
                    f"{ideal:9.3f}  refused: {r.error}")
       continue
-    lines.append(f"{r.name:<11}{r.compile_s:10.1f}{_gib(r.argument)} {_gib(r.output)} "
+    lines.append(f"{r.name:<16}{r.compile_s:10.1f}{_gib(r.argument)} {_gib(r.output)} "
                  f"{_gib(r.temp)} {_gib(r.peak)}{r.peak / report.budget_bytes:10.0%}  "
                  f"{fits:<5}{r.flops / 1e12:10.1f}{ideal:9.3f}  {coll}")
   lines.append("")
