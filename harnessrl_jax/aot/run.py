@@ -79,15 +79,19 @@ def check(config: Any, constants: Mapping[str, Any], topology: str, *, config_na
   topo = topology_lib.parse_topology(topology)
   devices = topology_lib.compile_only_devices(topo)
   hosts = len({d.process_index for d in devices})
-  validate(config, device_count=len(devices), process_count=hosts)
-  arch, source = plan_lib.policy_architecture(config, constants, policy_config)
-  policy = programs_lib.build_policy(config, arch, devices)
   judged_by_engine = JudgeConfig.from_config(config.judge, check=False).text_backend == "jetstream"
   # The engine's programs by default only where the run's judge is our JetStream engine.
   wanted = set(only or [p for p in PROGRAMS if p not in ENGINE or judged_by_engine])
-  programs = [p for p in programs_lib.train_programs(config, policy) if p.name in wanted]
-  if "rollout" in wanted:
-    programs.append(programs_lib.rollout_program(config, policy))
+  learner = bool(wanted - set(ENGINE))
+  # The learner's mesh must fit the topology; the engine alone runs on one of its devices.
+  validate(config, device_count=len(devices) if learner else None, process_count=hosts)
+  programs, policy, source = [], None, ""
+  if learner:
+    arch, source = plan_lib.policy_architecture(config, constants, policy_config)
+    policy = programs_lib.build_policy(config, arch, devices)
+    programs = [p for p in programs_lib.train_programs(config, policy) if p.name in wanted]
+    if "rollout" in wanted:
+      programs.append(programs_lib.rollout_program(config, policy))
   if wanted & set(ENGINE):
     judge_arch, judge_source = judge_architecture(config, constants, judge_config)
     m = ModelSettings.from_config(config.judge.model, check=False)
@@ -104,19 +108,22 @@ def check(config: Any, constants: Mapping[str, Any], topology: str, *, config_na
   results = tuple(results)
   kind = topo.kind
   fraction = kind.default_fraction if memory_fraction is None else memory_fraction
-  mesh = ({"data": 1, "fsdp": 1, "tensor": 1} if policy.mesh is None
-          else dict(policy.mesh.shape))
   return Report(
       config=config_name, topology=topo.name, device_kind=devices[0].device_kind,
       devices=len(devices), hosts=hosts, hbm_bytes=kind.hbm_bytes,
       budget_bytes=topology_lib.usable_bytes(kind, fraction), memory_fraction=fraction,
-      bf16_flops=kind.bf16_flops,
-      policy={"architecture": source, "family": policy.cfg.family,
-              "parameters": int(sum(x.size for x in _leaves(policy.params))),
-              "mesh": mesh, "remat": policy.cfg.remat, "dtype": policy.cfg.dtype,
-              "param_dtype": policy.cfg.param_dtype,
-              "samples": RolloutConfig.from_config(config.rollout, check=False).num_samples},
-      results=results)
+      bf16_flops=kind.bf16_flops, policy=_policy_summary(config, policy, source)
+      if policy is not None else {}, results=results)
+
+
+def _policy_summary(config: Any, policy: programs_lib.Policy, source: str) -> dict[str, Any]:
+  mesh = ({"data": 1, "fsdp": 1, "tensor": 1} if policy.mesh is None
+          else dict(policy.mesh.shape))
+  return {"architecture": source, "family": policy.cfg.family,
+          "parameters": int(sum(x.size for x in _leaves(policy.params))),
+          "mesh": mesh, "remat": policy.cfg.remat, "dtype": policy.cfg.dtype,
+          "param_dtype": policy.cfg.param_dtype,
+          "samples": RolloutConfig.from_config(config.rollout, check=False).num_samples}
 
 
 def judge_architecture(config: Any, constants: Mapping[str, Any],
@@ -151,14 +158,17 @@ def _gib(n: int) -> str:
 def format_report(report: Report) -> str:
   """The table (see __main__'s docstring for the columns)."""
   p = report.policy
-  mesh = " x ".join(f"{a} {s}" for a, s in p["mesh"].items())
   lines = [
       f"{report.config or 'config'} on {report.topology}: {report.devices} x "
       f"{report.device_kind} on {report.hosts} host(s), {report.hbm_bytes / GIB:.1f} GiB "
-      f"each; budget {report.memory_fraction:.0%} = {report.budget_bytes / GIB:.1f} GiB",
-      f"policy {p['family']}, {p['parameters'] / 1e9:.2f} B parameters ({p['architecture']});"
-      f" mesh {mesh}; remat {'on' if p['remat'] else 'off'}; {p['param_dtype']} parameters, "
-      f"{p['dtype']} activations",
+      f"each; budget {report.memory_fraction:.0%} = {report.budget_bytes / GIB:.1f} GiB"]
+  if p:
+    mesh = " x ".join(f"{a} {s}" for a, s in p["mesh"].items())
+    lines.append(
+        f"policy {p['family']}, {p['parameters'] / 1e9:.2f} B parameters ({p['architecture']});"
+        f" mesh {mesh}; remat {'on' if p['remat'] else 'off'}; {p['param_dtype']} parameters, "
+        f"{p['dtype']} activations")
+  lines += [
       "",
       f"{'program':<16}{'compile s':>10}{'args GiB':>10}{'out GiB':>10}{'temp GiB':>10}"
       f"{'peak GiB':>10}{'of budget':>10}  {'fits':<5}{'TFLOP':>10}{'ideal s':>9}  collectives",
