@@ -194,14 +194,8 @@ def rollout_program(config: Any, policy: Policy, *, eos_token_ids: Sequence[int]
                  f"{r.max_new_tokens} new tokens")
 
 
-def _one_device_params(cfg: ModelConfig, device) -> tuple[nnx.GraphDef, Any]:
-  graphdef, params = nnx.split(abstract_model(cfg))
-  one = SingleDeviceSharding(device)
-  return graphdef, jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), params)
-
-
 def _on(device, tree: Any) -> Any:
+  """`tree`'s shapes and dtypes, placed on one device."""
   one = SingleDeviceSharding(device)
   return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), tree)
 
@@ -223,7 +217,8 @@ def engine_programs(config: Any, cfg: ModelConfig, device, *, in_run: bool,
                  serving.PREFILL_BUCKETS[-1])
   cache_len = prefill + max(answer, 2)
   ring = bool(cfg.ring_layers)
-  graphdef, params = _one_device_params(cfg, device)
+  graphdef, params = nnx.split(abstract_model(cfg))
+  params = _on(device, params)
   row = jax.ShapeDtypeStruct((1, prefill), jnp.int32, sharding=SingleDeviceSharding(device))
   mask = jax.ShapeDtypeStruct((1, prefill), bool, sharding=SingleDeviceSharding(device))
   state = jax.eval_shape(lambda: (
@@ -234,8 +229,9 @@ def engine_programs(config: Any, cfg: ModelConfig, device, *, in_run: bool,
   grammar = jax.eval_shape(lambda: slot_grammar.empty(slots, cfg.vocab_size))
   stop = jax.ShapeDtypeStruct((max(1, len(cfg.eos_token_ids)),), jnp.int32)
   shape = flops_lib.ModelShape.of(cfg, params)
+  backend = j.llm_backend if j.backend == "hybrid" else j.backend
   where = (f"judge model ({source}) on one {device.device_kind}, "
-           f"{'in the run' if in_run else 'not this run: its judge is ' + str(j.llm_backend if j.backend == 'hybrid' else j.backend)}")
+           + ("in the run" if in_run else f"not this run: its judge is {backend}"))
   return [
       Program("engine_prefill", serving._prefill,  # pylint: disable=protected-access
               (graphdef, params, row, mask, ring), {},

@@ -60,13 +60,15 @@ Rollout (`RolloutPlan`): the rollout program's per-device bytes, config.rl.tasks
 prompts at the largest bucket split over data x fsdp, J samples each: the parameters, the
 cache at full length (`kv_cache.init_cache` shapes: attention K/V, sliding rings, linear
 states), plus the larger of K (or V) before the last decode phase (live while `grow` copies
-it into the longer cache; each array is its own buffer, freed once copied) and the prefill (the prompts' own cache and one attention layer's
-float32 scores and probabilities); one step's float32 logits.
+it into the longer cache; each array is its own buffer, freed once copied) and the prefill
+(the prompts' own cache and one attention layer's float32 scores and probabilities); one
+step's float32 logits.
 
-Judge: our decoder has no Gemma 4, so the judge is counted from transformers' model of its
+Judge: as an external tensor-parallel server holds it, counted from transformers' model of its
 config.json built on the meta device (no memory), text decoder only, served by an external
-endpoint (vLLM / SGLang behind config.judge), not this repo's engine. Per device on its
-tensor-parallel group: bfloat16 weights (matrices split N ways; K/V projections by
+endpoint (vLLM / SGLang behind config.judge), not this repo's engine (whose one-device
+programs `python -m harnessrl_jax.aot --programs=engine_prefill,engine_generate` compiles).
+Per device on its tensor-parallel group: bfloat16 weights (matrices split N ways; K/V projections by
 ceil(heads / N) heads each, as vLLM replicates KV heads when N exceeds them; vectors
 replicated) and a bfloat16 KV cache for judge.max_concurrency sequences of
 JUDGE_SERVING["context_tokens"], sliding-window layers holding at most their window (vLLM's
