@@ -27,8 +27,6 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-  sys.path.insert(0, REPO)
 
 PHASES = ("rollout_s", "judge_s", "update_s", "evolver_s", "heldout_s", "checkpoint_s")
 

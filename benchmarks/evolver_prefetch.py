@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import sys
 import time
 
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-  sys.path.insert(0, REPO)
 
 
 def main() -> None:

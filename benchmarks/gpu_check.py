@@ -34,8 +34,6 @@ import time
 import xml.etree.ElementTree as ET
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-  sys.path.insert(0, REPO)
 
 DATASHEET_BF16 = 989e12   # H100 / H200 SXM dense bf16, vendor datasheet
 MEASURED_BF16 = 790e12    # 8192^3 bf16 matmul on random data, lent H200 (KINDS.md, 2026-10/11)

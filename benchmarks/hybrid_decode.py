@@ -39,12 +39,8 @@ import argparse
 import functools
 import os
 import statistics
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-  sys.path.insert(0, REPO)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import jax

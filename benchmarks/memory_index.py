@@ -30,13 +30,11 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
 
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import faiss  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -21,12 +21,10 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # pylint: disable=g-import-not-at-top
 import jax.numpy as jnp

@@ -34,8 +34,8 @@ MAX_PREFILL, MAX_DECODE = 2048, 256
 
 
 def worker(tree: str, slots: int, length: int, steps: int) -> dict:
-  """Times the engine of the code at `tree` (run in a process of its own)."""
-  sys.path.insert(0, tree)
+  """Times the engine of the code at `tree` (run in a process of its own, with `tree` first
+  on its PYTHONPATH: `measure`)."""
   # pylint: disable=g-import-not-at-top
   from harnessrl_jax.serving import engine as engine_lib  # installs JetStream's shims first
   import jax
@@ -89,7 +89,8 @@ def measure(tree: str, slots: int, length: int, steps: int) -> dict:
   out = subprocess.run(
       [sys.executable, os.path.abspath(__file__), "--worker", tree, "--slots", str(slots),
        "--lengths", str(length), "--steps", str(steps)],
-      cwd=tree, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=True, capture_output=True,
+      cwd=tree, env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=tree), check=True,
+      capture_output=True,
       text=True).stdout
   return json.loads(out.strip().splitlines()[-1])
 
@@ -108,7 +109,6 @@ def main() -> None:
     return
   if not args.commits:
     parser.error("--commits BEFORE AFTER")
-  sys.path.insert(0, REPO)
   from harnessrl_jax.experiment import machine  # pylint: disable=g-import-not-at-top
   print("machine before:", machine(), flush=True)
   with tempfile.TemporaryDirectory(prefix="serving-decode-") as tmp:

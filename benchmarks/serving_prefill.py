@@ -16,14 +16,9 @@ cache is emptied before each pass, so a pass reuses only what its own cells shar
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from harnessrl_jax.serving import engine as engine_lib  # installs JetStream's shims first

@@ -22,13 +22,11 @@ import dataclasses
 import json
 import os
 import re
-import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 # The content lives in a sibling module so this file stays about the mechanics.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bundled_content as content  # noqa: E402  pylint: disable=wrong-import-position
 
 SOURCE = "harnessrl_jax-bundled-v1"

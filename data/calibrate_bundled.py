@@ -20,12 +20,10 @@ import glob
 import importlib.util
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax.data import checks, loader  # noqa: E402  pylint: disable=wrong-import-position
 

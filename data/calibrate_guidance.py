@@ -27,12 +27,10 @@ import collections
 import json
 import math
 import os
-import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=wrong-import-position
 from calibrate_bundled import load_model  # noqa: E402

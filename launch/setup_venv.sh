@@ -16,9 +16,9 @@ case "$ACCEL" in
   cuda | tpu) accel_req="$root/requirements-$ACCEL.txt" ;;
   *) echo "error: ACCEL=$ACCEL: expected cpu, cuda or tpu" >&2; exit 2 ;;
 esac
-base=("$root/requirements.txt" "$root/requirements-serving.txt" "$root/requirements-nodeps.txt")
+base=("$root/requirements.txt" "$root/requirements-serving.txt" "$root/requirements-nodeps.txt"
+      "$root/pyproject.toml")
 if [[ -z "$accel_req" ]]; then
-  # cpu keeps the stamp it always had, so existing venvs are not set up again.
   want="$(cat "${base[@]}" | sha256sum | cut -d' ' -f1)"
 else
   # The accelerator and its file are part of the stamp: switching ACCEL sets the venv up again.
@@ -60,6 +60,8 @@ esac
 # Serving extras (JetStream server and client); the tests start a JetStream server.
 "${pip[@]}" -r "$root/requirements-serving.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
+# The project itself, editable (pyproject.toml): importable from anywhere, no path edits.
+"${pip[@]}" --no-deps -e "$root"
 if [[ "$AOT" == 1 ]]; then
   # Beside the packages, not among them: jax would import them in every program
   # (harnessrl_jax/aot/topology.py PLUGINS_DIR says why); only the compile check looks there.

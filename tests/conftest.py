@@ -9,7 +9,6 @@ launch/test.sh`), as the whole suite before a release should."""
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
@@ -50,8 +49,6 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NLTK_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "nltk_data")
 if os.path.isdir(_NLTK_DATA):
   os.environ.setdefault("NLTK_DATA", os.path.abspath(_NLTK_DATA))
-if REPO_ROOT not in sys.path:
-  sys.path.insert(0, REPO_ROOT)
 
 
 def tiny_driver_data(root):

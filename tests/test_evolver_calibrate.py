@@ -58,7 +58,6 @@ def test_unsaturated_share_by_hand():
 
 
 def tiny_config():
-  sys.path.insert(0, REPO)
   from configs.tiny import get_config  # pylint: disable=g-import-not-at-top
   c = get_config()
   c.judge.backend = "program"

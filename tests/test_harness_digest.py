@@ -106,7 +106,6 @@ def test_any_change_changes_the_digest():
 
 
 _CHILD = """
-import sys; sys.path.insert(0, {repo!r})
 import harnessrl_jax.harness as H
 from tests.test_harness_digest import tasks, OPS
 h = H.apply_all(H.from_tasks(tasks()), OPS)
@@ -119,7 +118,8 @@ def test_digest_is_identical_across_processes_and_hash_seeds():
   got = set()
   for seed in ("0", "1", "12345"):
     env = dict(os.environ, PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(repo=REPO)], env=env,
+    # `python -c` in the repository: its root (cwd) is importable, so tests.* is.
+    out = subprocess.run([sys.executable, "-c", _CHILD], env=env,
                          capture_output=True, text=True, check=True, cwd=REPO, timeout=120)
     got.add(out.stdout.strip().splitlines()[-1])
   assert got == {H.digest(h)}

@@ -78,7 +78,7 @@ exit 0
 """
 REQUIREMENT_FILES = ("requirements.txt", "requirements-serving.txt",
                      "requirements-nodeps.txt", "requirements-cuda.txt",
-                     "requirements-tpu.txt", "requirements-aot.txt")
+                     "requirements-tpu.txt", "requirements-aot.txt", "pyproject.toml")
 
 
 @pytest.fixture
@@ -111,14 +111,15 @@ def setup(checkout, accel=None, installed="", aot=False):
   return run, calls
 
 
-def test_setup_venv_cpu_keeps_its_stamp_and_commands(checkout):
-  # The default is today's set-up: its stamp is the hash of the three files, as before, so
-  # an existing venv is not set up again.
+def test_setup_venv_cpu_stamp_and_commands(checkout):
+  # The default set-up: its stamp is the hash of the requirement files and pyproject.toml, so
+  # a venv is set up again only when one of them changes; the project installs editable.
   stamp = checkout / ".venv" / ".requirements.sha256"
-  old = subprocess.run("cat requirements.txt requirements-serving.txt "
-                       "requirements-nodeps.txt | sha256sum | cut -d' ' -f1", shell=True,
-                       cwd=checkout, capture_output=True, text=True, check=True).stdout
-  stamp.write_text(old)
+  want = subprocess.run("cat requirements.txt requirements-serving.txt "
+                        "requirements-nodeps.txt pyproject.toml | sha256sum | cut -d' ' -f1",
+                        shell=True, cwd=checkout, capture_output=True, text=True,
+                        check=True).stdout
+  stamp.write_text(want)
   run, calls = setup(checkout)
   assert run.returncode == 0 and calls == []
   stamp.unlink()
@@ -128,8 +129,8 @@ def test_setup_venv_cpu_keeps_its_stamp_and_commands(checkout):
   assert [c.split("--disable-pip-version-check ")[1] for c in installs] == [
       "torch==2.13.0", f"-r {checkout}/requirements.txt",
       f"-r {checkout}/requirements-serving.txt",
-      f"--no-deps -r {checkout}/requirements-nodeps.txt"]
-  assert stamp.read_text() == old
+      f"--no-deps -r {checkout}/requirements-nodeps.txt", f"--no-deps -e {checkout}"]
+  assert stamp.read_text() == want
 
 
 def test_setup_venv_aot_adds_the_compile_only_plugins_and_its_own_stamp(checkout):
@@ -137,6 +138,7 @@ def test_setup_venv_aot_adds_the_compile_only_plugins_and_its_own_stamp(checkout
   plain = (checkout / ".venv" / ".requirements.sha256").read_text()
   run, calls = setup(checkout, aot=True)   # a new stamp: the set-up runs again
   assert run.returncode == 0, run.stderr
+  assert calls[-2].endswith(f"--no-deps -e {checkout}")
   assert calls[-1].endswith(f"--no-deps --upgrade --target {checkout}/.venv/aot-plugins "
                             f"-r {checkout}/requirements-aot.txt")
   assert (checkout / ".venv" / ".requirements.sha256").read_text() != plain
