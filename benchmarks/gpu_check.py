@@ -405,9 +405,9 @@ def summarize(rows: dict, elapsed: float | None = None) -> tuple[str, dict]:
           f"{machine.get('versions', {}).get('jax', '?')}, backend {backend}; "
           f"cpu {machine.get('cpu', '?')}"]
   if backend != "gpu":
-    head.append(f"NOTE: no GPU backend: every figure below is a {backend.upper()} figure, not a "
-                "GPU one; the accelerator tests skip (HARNESSRL_ACCEL_DRY_RUN=1: they compare two CPU "
-                "devices)")
+    head.append(f"NOTE: no GPU backend: every figure below is a {backend.upper()} figure, not "
+                "a GPU one; the accelerator tests skip (HARNESSRL_ACCEL_DRY_RUN=1: they compare "
+                "two CPU devices)")
   if SMALL:
     head.append("NOTE: GPU_CHECK_SMALL=1: small shapes (a dry run), not the 0.5B benchmark")
   width = 10

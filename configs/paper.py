@@ -17,8 +17,8 @@ Compiled for the accelerators with no device (`python -m harnessrl_jax.aot
 this config fits as set: per device, the train step peaks at 20.7 GiB of an H100 (v5p: 18.6),
 the rollout of 512 x 8 with its KV cache at 13.3 (v5p: 13.6); with model.remat off the step
 needs 192 GiB per H100 and the check exits 2. Estimated from shapes alone, in seconds:
-`python -m harnessrl_jax.models.plan --config=configs/paper.py`. It reads model.path's config.json when there is one, else the
-architectures below. They are transcriptions, not the downloaded config.json files (no network
+`python -m harnessrl_jax.models.plan --config=configs/paper.py`. Both read model.path's
+config.json when there is one, else the architectures below. They are transcriptions, not the downloaded config.json files (no network
 here), from the public code cited next to them; fields none of the sources gave are left out
 (the readers' defaults apply). Replace them with the real files' values when at hand.
 """

@@ -42,7 +42,7 @@ from harnessrl_jax.models import gguf_io, loading
 from harnessrl_jax.rollout import engine
 from harnessrl_jax.rollout.sampling import SamplingParams
 from tests import test_evolver_fixtures as fx
-from test_rollout_hf_parity import assert_same_greedy  # tests/ is importable: pyproject.toml's pytest pythonpath
+from test_rollout_hf_parity import assert_same_greedy  # tests/: pytest pythonpath
 from test_serving_jetstream import serve_process, wait_until_up
 
 needs_gemma = pytest.mark.skipif(

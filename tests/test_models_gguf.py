@@ -13,7 +13,7 @@ from flax import nnx
 from harnessrl_jax.models import gguf_io, hf_io, loading
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.tokenizer import tiny_tokenizer
-from test_models_export import randomised  # tests/ is importable: pyproject.toml's pytest pythonpath
+from test_models_export import randomised  # tests/: pytest pythonpath
 
 _BLOCK = {v: k for k, v in gguf_io._BLOCK_NAMES.items()}
 

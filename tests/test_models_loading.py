@@ -15,7 +15,7 @@ from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models import hf_io, loading
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.tokenizer import PromptBuilder, tiny_tokenizer
-from test_models_export import randomised  # tests/ is importable: pyproject.toml's pytest pythonpath
+from test_models_export import randomised  # tests/: pytest pythonpath
 
 
 def _params(model):

@@ -9,7 +9,7 @@ from flax import nnx
 from harnessrl_jax.models.config import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache
-from test_models_export import randomised  # tests/ is importable: pyproject.toml's pytest pythonpath
+from test_models_export import randomised  # tests/: pytest pythonpath
 
 
 def _inputs(cfg, b=2, t=12):

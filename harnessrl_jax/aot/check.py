@@ -46,6 +46,7 @@ class Result:
   peak: int
   flops: float
   collectives: dict[str, int]
+  devices: int = 1             # devices the program runs on
   error: str = ""              # the compiler's refusal (TPU: does not fit), first line
 
   def to_json(self) -> dict[str, Any]:
@@ -82,11 +83,11 @@ def compile_program(program: Program) -> Result:
                  message.splitlines()[0])
     return Result(program.name, program.in_run, program.note,
                   time.perf_counter() - start, 0, 0, 0, 0, peak, program.flops, {},
-                  error=first.strip()[:300])
+                  devices=program.devices, error=first.strip()[:300])
   seconds = time.perf_counter() - start
   stats = compiled.memory_analysis()
   return Result(program.name, program.in_run, program.note, seconds,
                 argument=int(stats.argument_size_in_bytes),
                 output=int(stats.output_size_in_bytes), alias=int(stats.alias_size_in_bytes),
                 temp=int(stats.temp_size_in_bytes), peak=_peak(stats), flops=program.flops,
-                collectives=collectives_of(compiled.as_text()))
+                collectives=collectives_of(compiled.as_text()), devices=program.devices)

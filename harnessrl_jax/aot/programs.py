@@ -47,6 +47,7 @@ class Program:
   flops: float                 # per call, from the model (flops.py)
   in_run: bool                 # False: compiled for the record, not part of the verdict
   note: str = ""
+  devices: int = 1             # devices it runs on (the learner's mesh, or one)
 
   def lower(self):
     return self.fn.lower(*self.args, **self.kwargs)
@@ -64,6 +65,10 @@ class Policy:
   mesh: Mesh | None
   device: Any                  # the first device (placement without a mesh)
   shape: flops_lib.ModelShape
+
+  @property
+  def devices(self) -> int:
+    return 1 if self.mesh is None else self.mesh.size
 
 
 def _abstract(tree: Any, shardings: Any) -> Any:
@@ -156,12 +161,12 @@ def train_programs(config: Any, policy: Policy) -> list[Program]:
       Program("train_step", step, (policy.state, batch), {}, step_flops, True,
               f"{rows} rows x {prompt + response} slots, micro-batch "
               f"{int(config.rl.micro_batch_size) or rows}"
-              f"{', reference forward inside' if with_ref else ''}{shared}"),
+              f"{', reference forward inside' if with_ref else ''}{shared}", policy.devices),
       Program("logprobs", logprob_fn, (policy.params, batch), {},
               flops_lib.logprobs(policy.shape, rows=packed_rows, width=width,
                                  response=rows * response // packed_rows),
               epochs > 1,
-              "old log-probs; the run calls it only when rl.num_epochs > 1"),
+              "old log-probs; the run calls it only when rl.num_epochs > 1", policy.devices),
   ]
 
 
@@ -191,7 +196,7 @@ def rollout_program(config: Any, policy: Policy, *, eos_token_ids: Sequence[int]
                  flops_lib.rollout(policy.shape, prompts=prompts, samples=r.num_samples,
                                    prompt_width=width, new_tokens=r.max_new_tokens),
                  True, f"{prompts} prompts x {r.num_samples} samples, {width}-slot prompts, "
-                 f"{r.max_new_tokens} new tokens")
+                 f"{r.max_new_tokens} new tokens", policy.devices)
 
 
 def _on(device, tree: Any) -> Any:

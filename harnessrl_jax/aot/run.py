@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax
+
 from harnessrl_jax.aot import check as check_lib
 from harnessrl_jax.aot import programs as programs_lib
 from harnessrl_jax.aot import topology as topology_lib
@@ -43,6 +45,10 @@ class Report:
   def fits(self, r: check_lib.Result) -> bool:
     return not r.error and r.peak <= self.budget_bytes
 
+  def ideal_s(self, r: check_lib.Result) -> float:
+    """The program's model FLOPs at the bf16 peak of every device it runs on."""
+    return r.flops / (r.devices * self.bf16_flops)
+
   def failure(self) -> str:
     """One line naming the first program of the run that does not fit; '' when all do."""
     for r in self.results:
@@ -50,8 +56,9 @@ class Report:
         why = (f"the compiler refused it ({r.error})" if r.error else
                f"peak {r.peak / GIB:.1f} GiB per device > budget {self.budget_bytes / GIB:.1f}"
                f" GiB ({self.memory_fraction:.0%} of {self.hbm_bytes / GIB:.1f} GiB)")
-        return (f"does not fit: {r.name} on {self.topology}: {why}; try "
-                "--config.rl.micro_batch_size, --config.model.remat=True or a larger mesh")
+        fix = ("fewer judge.max_concurrency slots or a bfloat16 judge.model" if r.name in ENGINE
+               else "--config.rl.micro_batch_size, --config.model.remat=True or a larger mesh")
+        return f"does not fit: {r.name} on {self.topology}: {why}; try {fix}"
     return ""
 
   def to_json(self) -> dict[str, Any]:
@@ -61,7 +68,7 @@ class Report:
       row = r.to_json()
       row["fits"] = self.fits(r)
       row["headroom_bytes"] = self.budget_bytes - r.peak
-      row["ideal_s"] = r.flops / (self.devices * self.bf16_flops)
+      row["ideal_s"] = self.ideal_s(r)
       out["results"].append(row)
     out["fits"] = not self.failure()
     return out
@@ -120,7 +127,7 @@ def _policy_summary(config: Any, policy: programs_lib.Policy, source: str) -> di
   mesh = ({"data": 1, "fsdp": 1, "tensor": 1} if policy.mesh is None
           else dict(policy.mesh.shape))
   return {"architecture": source, "family": policy.cfg.family,
-          "parameters": int(sum(x.size for x in _leaves(policy.params))),
+          "parameters": int(sum(x.size for x in jax.tree.leaves(policy.params))),
           "mesh": mesh, "remat": policy.cfg.remat, "dtype": policy.cfg.dtype,
           "param_dtype": policy.cfg.param_dtype,
           "samples": RolloutConfig.from_config(config.rollout, check=False).num_samples}
@@ -144,11 +151,6 @@ class _JudgeModel:
   """config.judge.model where `policy_architecture` reads config.model."""
 
   model: Any
-
-
-def _leaves(tree):
-  import jax  # pylint: disable=g-import-not-at-top
-  return jax.tree.leaves(tree)
 
 
 def _gib(n: int) -> str:
@@ -178,7 +180,7 @@ def format_report(report: Report) -> str:
     if not r.in_run:
       fits += "*"
     coll = ", ".join(f"{k} {n}" for k, n in r.collectives.items()) or "-"
-    ideal = r.flops / (report.devices * report.bf16_flops)
+    ideal = report.ideal_s(r)
     if r.error:
       lines.append(f"{r.name:<16}{r.compile_s:10.1f}{'':>40}{_gib(r.peak)}"
                    f"{r.peak / report.budget_bytes:10.0%}  {fits:<5}{r.flops / 1e12:10.1f}"
@@ -192,7 +194,7 @@ def format_report(report: Report) -> str:
     lines.append(f"  {r.name}: {r.note}")
   if any(not r.in_run for r in report.results):
     lines.append("  * not part of this run's verdict (see its note)")
-  lines.append("  ideal s: the model's FLOPs at every device's bf16 peak (a lower bound); "
+  lines.append("  ideal s: the model's FLOPs at the bf16 peak of the devices it runs on (a bound); "
                "collectives: instructions in the HLO, a loop body's counted once")
   failure = report.failure()
   lines.append(failure or f"fits: every program the run compiles peaks within "

@@ -9,8 +9,8 @@ It prints the table; --json also writes the plan (`Plan.to_json`) to PATH.
 The policy's architecture is, in this order: --policy_config (a HF config.json or its
 directory), config.model.path's config.json (source "hf"), `ModelConfig.tiny` (source "tiny"),
 the packaged GGUF's converted config.json (sources "smollm2", "gemma3-270m": converted once,
-then cached), or the config file's POLICY_HF_CONFIG dict. The judge's: --judge_config or the file's
-JUDGE_HF_CONFIG, served as its JUDGE_SERVING dict says; without one the judge is not planned.
+then cached), or the config file's POLICY_HF_CONFIG dict. The judge's: --judge_config or the
+file's JUDGE_HF_CONFIG, served as its JUDGE_SERVING dict says; without one the judge is not planned.
 
 Policy: bytes per device during the GRPO update (rl/train_step.py) on config.rl.mesh, whose
 axes must all be sized. Shards are computed, not measured: each leaf's
@@ -68,8 +68,8 @@ Judge: as an external tensor-parallel server holds it, counted from transformers
 config.json built on the meta device (no memory), text decoder only, served by an external
 endpoint (vLLM / SGLang behind config.judge), not this repo's engine (whose one-device
 programs `python -m harnessrl_jax.aot --programs=engine_prefill,engine_generate` compiles).
-Per device on its tensor-parallel group: bfloat16 weights (matrices split N ways; K/V projections by
-ceil(heads / N) heads each, as vLLM replicates KV heads when N exceeds them; vectors
+Per device on its tensor-parallel group: bfloat16 weights (matrices split N ways; K/V
+projections by ceil(heads / N) heads each, as vLLM replicates KV heads when N exceeds them; vectors
 replicated) and a bfloat16 KV cache for judge.max_concurrency sequences of
 JUDGE_SERVING["context_tokens"], sliding-window layers holding at most their window (vLLM's
 hybrid KV cache manager and SGLang's SWA pool allocate so).
@@ -330,8 +330,8 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
   total_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state.params))
   elements = param_bytes // jnp.dtype(cfg.param_dtype).itemsize
   activations = activation_bytes(cfg, rows=micro // shards, seq_len=seq_len,
-                                     response_len=response_len, step=step,
-                                     weight_fraction=param_bytes / total_bytes)
+                                 response_len=response_len, step=step,
+                                 weight_fraction=param_bytes / total_bytes)
   return PolicyPlan(
       name=name, source=source, family=cfg.family,
       num_params=sum(x.size for x in jax.tree.leaves(state.params)),
@@ -390,8 +390,8 @@ def rollout_plan(cfg: ModelConfig, config: Any, param_bytes: int) -> RolloutPlan
   slots = width - 1 + rollout.max_new_tokens
   last_phase = min(rollout.decode_phase_tokens, rollout.max_new_tokens)
   dtype = jnp.dtype(cfg.dtype).itemsize
-  scores = max((cfg.num_heads * (width - 1) ** 2 * (4 + dtype)
-                for t in set(cfg.layer_types) if t != "linear_attention"), default=0)
+  attends = any(t != "linear_attention" for t in cfg.layer_types)
+  scores = cfg.num_heads * (width - 1) ** 2 * (4 + dtype) if attends else 0
   return RolloutPlan(
       prompts_per_device=prompts, rows_per_device=rows, prompt_slots=width, cache_slots=slots,
       params=param_bytes, kv_cache=_cache_bytes(cfg, rows, slots),
