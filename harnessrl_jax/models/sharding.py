@@ -156,13 +156,12 @@ def constrain_rows(x: jax.Array) -> jax.Array:
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
     return x
-  target = DEFAULT_RULES["batch"]
-  axes = tuple(a for a in ((target,) if isinstance(target, str) else target)
-               if a in mesh.shape and mesh.shape[a] > 1)
-  if not axes or x.shape[0] % math.prod(mesh.shape[a] for a in axes):
+  rows = batch_sharding(mesh, x.ndim)
+  axes = rows.spec[0]
+  if axes is None or x.shape[0] % math.prod(
+      mesh.shape[a] for a in ((axes,) if isinstance(axes, str) else axes)):
     return x
-  spec = PartitionSpec(axes if len(axes) > 1 else axes[0], *([None] * (x.ndim - 1)))
-  return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+  return jax.lax.with_sharding_constraint(x, rows)
 
 
 def shard_model(model: nnx.Module, mesh: Mesh, rules: Rules | None = None) -> nnx.Module:

@@ -142,48 +142,38 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
                      mesh: Mesh | None, phase_tokens: int,
                      slice_layers: bool = True) -> RolloutBatch:
   with model_sharding.rows_on(mesh):   # the decoder keeps rows split (constrain_rows)
-    return _rollout_on_mesh(graphdef, params, tokens, mask, key, constraints, states,
-                            sampling=sampling, num_samples=num_samples, pad_id=pad_id,
-                            eos_token_ids=eos_token_ids, mesh=mesh,
-                            phase_tokens=phase_tokens, slice_layers=slice_layers)
-
-
-def _rollout_on_mesh(graphdef, params, tokens, mask, key, constraints, states, *,
-                     sampling: SamplingParams, num_samples: int, pad_id: int,
-                     eos_token_ids: tuple[int, ...] | None, mesh: Mesh | None,
-                     phase_tokens: int, slice_layers: bool) -> RolloutBatch:
-  _trace_count[0] += 1
-  model = nnx.merge(graphdef, params)
-  cfg = model.cfg
-  eos = cfg.eos_token_ids if eos_token_ids is None else eos_token_ids
-  stop_ids = tuple(dict.fromkeys(eos + sampling.stop_token_ids))
-  rows, width = tokens.shape
-  positions = _positions(mask)
-  # The last prompt token is fed by the decode loop's first step, which yields the logits
-  # of the first response token; the prefill's own logits are unused and compiled away.
-  # Prefill fills the prompt's width - 1 slots; each decode phase then grows the cache.
-  # Sliding-window layers keep window-sized rings instead (memory follows the window).
-  cache = init_cache(cfg, rows, width - 1, ring=True)
-  if width > 1:
-    _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
-  rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
-  cache = to_decode_cache(map_rows(cache, rep))
-  if key.ndim:   # one key per prompt
-    keys = jax.vmap(lambda k: decode_loop.row_keys(k, num_samples))(key).reshape(-1)
-  else:
-    keys = decode_loop.row_keys(key, rows * num_samples)
-  phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh,
-                         slice_layers)
-  out, _ = decode_loop.decode(phases, cache,
-                              rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
-                              keys, sampling, stop_ids, pad_id, constraints,
-                              None if states is None else rep(states, 0))
-  n = sampling.max_new_tokens
-  return RolloutBatch(
-      prompt_tokens=rep(tokens, 0), prompt_mask=rep(mask, 0),
-      response_tokens=out.tokens,
-      response_mask=jnp.arange(n)[None, :] < out.lengths[:, None],
-      logprobs=out.logprobs, lengths=out.lengths, finish_reason=out.finish_reason)
+    _trace_count[0] += 1
+    model = nnx.merge(graphdef, params)
+    cfg = model.cfg
+    eos = cfg.eos_token_ids if eos_token_ids is None else eos_token_ids
+    stop_ids = tuple(dict.fromkeys(eos + sampling.stop_token_ids))
+    rows, width = tokens.shape
+    positions = _positions(mask)
+    # The last prompt token is fed by the decode loop's first step, which yields the logits
+    # of the first response token; the prefill's own logits are unused and compiled away.
+    # Prefill fills the prompt's width - 1 slots; each decode phase then grows the cache.
+    # Sliding-window layers keep window-sized rings instead (memory follows the window).
+    cache = init_cache(cfg, rows, width - 1, ring=True)
+    if width > 1:
+      _, cache = model(tokens[:, :-1], positions[:, :-1], mask[:, :-1], cache)
+    rep = lambda x, axis: jnp.repeat(x, num_samples, axis=axis)
+    cache = to_decode_cache(map_rows(cache, rep))
+    if key.ndim:   # one key per prompt
+      keys = jax.vmap(lambda k: decode_loop.row_keys(k, num_samples))(key).reshape(-1)
+    else:
+      keys = decode_loop.row_keys(key, rows * num_samples)
+    phases = decode_phases(model, width, sampling.max_new_tokens, phase_tokens, mesh,
+                           slice_layers)
+    out, _ = decode_loop.decode(phases, cache,
+                                rep(tokens[:, -1], 0), rep(positions[:, -1], 0),
+                                keys, sampling, stop_ids, pad_id, constraints,
+                                None if states is None else rep(states, 0))
+    n = sampling.max_new_tokens
+    return RolloutBatch(
+        prompt_tokens=rep(tokens, 0), prompt_mask=rep(mask, 0),
+        response_tokens=out.tokens,
+        response_mask=jnp.arange(n)[None, :] < out.lengths[:, None],
+        logprobs=out.logprobs, lengths=out.lengths, finish_reason=out.finish_reason)
 
 
 # The jitted program `generate_padded` runs (harnessrl_jax.aot compiles it for accelerators).
