@@ -190,3 +190,13 @@ def test_a_jetstream_judged_run_counts_its_engine(tmp_path):
   assert set(rows) == {"train_step", "logprobs", "rollout", "engine_prefill",
                        "engine_generate"}
   assert rows["engine_prefill"]["in_run"] and rows["engine_generate"]["in_run"]
+
+
+def test_a_missing_plugin_is_reported_not_raised(tmp_path, monkeypatch):
+  # A venv without the plugins has no `jax_plugins` package at all: find_spec of a module
+  # under it raises, which once broke collecting this file on a fresh clone.
+  monkeypatch.setattr(topology, "PLUGINS_DIR", str(tmp_path))
+  monkeypatch.setitem(topology._PLUGIN_MODULES, "cuda", ("no_such_package_x", "xla_cuda"))
+  assert not topology.has_compiler("cuda")
+  (tmp_path / "no_such_package_x" / "xla_cuda").mkdir(parents=True)
+  assert topology.has_compiler("cuda")   # the compile-only plugins' folder counts

@@ -191,5 +191,9 @@ def has_compiler(platform: str) -> bool:
   """Whether `platform`'s ("cuda", "tpu") compiler plugin is installed, among the packages
   or in PLUGINS_DIR."""
   parts = _PLUGIN_MODULES[platform]
-  return (importlib.util.find_spec(".".join(parts)) is not None
-          or os.path.isdir(os.path.join(PLUGINS_DIR, *parts)))
+  if os.path.isdir(os.path.join(PLUGINS_DIR, *parts)):
+    return True
+  try:
+    return importlib.util.find_spec(".".join(parts)) is not None
+  except ModuleNotFoundError:   # the parent package (jax_plugins) is not installed either
+    return False
