@@ -63,7 +63,7 @@ def _cpu_model() -> str:
 
 def bench_config():
   """(ModelConfig, description): Qwen3-0.6B's shape, or a small one under GPU_CHECK_SMALL."""
-  from harnessrl_jax.models.config import ModelConfig  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.models.architecture import ModelConfig  # pylint: disable=g-import-not-at-top
   common = dict(family="qwen3", qk_norm=True, tie_word_embeddings=True, rope_theta=1e6,
                 rms_norm_eps=1e-6, max_position_embeddings=40960, eos_token_ids=(),
                 dtype="bfloat16", param_dtype="float32", remat=True)
@@ -236,7 +236,7 @@ def stage_rollout(args) -> dict:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.aot import flops as flops_lib  # pylint: disable=g-import-not-at-top
-  from harnessrl_jax.rollout import engine  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.rollout import sampler  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.rollout.sampling import SamplingParams  # pylint: disable=g-import-not-at-top
 
   cfg, shape_note = bench_config()
@@ -253,7 +253,7 @@ def stage_rollout(args) -> dict:
 
   def call():
     # No stop ids: every row runs to max_new_tokens, the count the FLOPs assume.
-    return engine.generate_padded(graphdef, params, tokens, mask, sampling, key,
+    return sampler.generate_padded(graphdef, params, tokens, mask, sampling, key,
                                   num_samples=samples, pad_id=0, eos_token_ids=(),
                                   phase_tokens=args.phase_tokens)
 

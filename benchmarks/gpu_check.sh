@@ -83,7 +83,7 @@ stage machine 90 "$PY" benchmarks/gpu_check.py machine
 # cheap CPU compiles) apply; with one, XLA's defaults, as a run has them.
 ((HAVE_GPU)) && export XLA_FLAGS=${XLA_FLAGS:-}
 stage tests 270 env GPU_CHECK_FIGURES="$WORK/test_figures.json" "$PY" -m pytest -q -s -rs \
-  -p no:cacheprovider tests/test_accelerator.py --junitxml="$WORK/tests.xml"
+  -p no:cacheprovider tests/aot/test_accelerator.py --junitxml="$WORK/tests.xml"
 
 # 3. benchmarks at the Qwen3-0.6B shape (GPU_CHECK_SMALL=1: small shapes)
 stage train 150 "$PY" benchmarks/gpu_check.py train

@@ -7,9 +7,9 @@ pattern (every 4th layer full attention, as `ModelConfig.from_hf` builds it), an
 attention). Each decodes greedy tokens for a batch of random prompts of each `--prompts`
 length, with no stop token, so every row decodes exactly as many tokens.
 
-Decode only. Two measurements of the same decode loop (rollout.engine's phases and
+Decode only. Two measurements of the same decode loop (rollout.sampler's phases and
 `decode_loop.decode`, jitted whole):
-  sampler: the sampler's own program (`rollout.engine.generate_padded`: prefill, then the
+  sampler: the sampler's own program (`rollout.sampler.generate_padded`: prefill, then the
     loop). A call costs prefill + fixed costs + its decode steps, so the call with N new
     tokens is timed against the call with 2N and (t(2N) - t(N)) / N is one decode step;
     prefill and the fixed costs cancel.
@@ -49,10 +49,10 @@ import numpy as np
 from flax import nnx
 
 from harnessrl_jax.experiment import machine
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache, to_decode_cache
-from harnessrl_jax.rollout import decode_loop, engine
+from harnessrl_jax.rollout import decode_loop, sampler as rollout_sampler
 from harnessrl_jax.rollout.sampling import SamplingParams
 
 MEASUREMENTS = ("sampler", "loop alone")
@@ -95,7 +95,7 @@ def sampler_call(graphdef, params, phase_tokens: int):
   """run(tokens, steps): one call of the sampler's program, prefill included."""
 
   def run(tokens, steps):
-    jax.block_until_ready(engine.generate_padded(
+    jax.block_until_ready(rollout_sampler.generate_padded(
         graphdef, params, tokens, np.ones_like(tokens, bool), _greedy(steps),
         jax.random.key(0), eos_token_ids=(), phase_tokens=phase_tokens))
 
@@ -118,7 +118,7 @@ def _decode(graphdef, params, cache, tokens, steps: int, phase_tokens: int):
   """The sampler program's second half: its decode phases and loop from a prefilled cache."""
   model = nnx.merge(graphdef, params)
   rows, width = tokens.shape
-  phases = engine.decode_phases(model, width, steps, phase_tokens)
+  phases = rollout_sampler.decode_phases(model, width, steps, phase_tokens)
   out, _ = decode_loop.decode(phases, cache, tokens[:, -1], jnp.full((rows,), width - 1),
                               decode_loop.row_keys(jax.random.key(0), rows), _greedy(steps),
                               (), 0)

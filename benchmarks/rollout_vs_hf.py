@@ -35,7 +35,7 @@ from flax import nnx
 
 from harnessrl_jax.config import base_config
 from harnessrl_jax.models import loading
-from harnessrl_jax.rollout import engine
+from harnessrl_jax.rollout import sampler as rollout_sampler
 from harnessrl_jax.rollout.sampling import SamplingParams
 
 TOPICS = ("the sea", "prime numbers", "Paris", "photosynthesis", "a rainy day", "chess",
@@ -107,7 +107,7 @@ def main() -> None:
   bucket = 1 << (width - 1).bit_length()
 
   def ours():
-    return jax.block_until_ready(engine.generate(
+    return jax.block_until_ready(rollout_sampler.generate(
         graphdef, params, prompts, sampling, jax.random.key(0), pad_id=builder.pad_id,
         eos_token_ids=(), prompt_buckets=(bucket,)))
 

@@ -7,7 +7,7 @@ insert, generate), which every version of our engine implements. Rounds alternat
 the commits, so drift of the machine's speed touches both.
 
 Workload: SmolLM2-135M-Instruct, float32; the server's settings of the LLM roles' end-to-end
-test (tests/test_evolver_llm_jetstream.py): max_prefill_length 2048, max_decode_length 256,
+test (tests/evolver/test_evolver_llm_jetstream.py): max_prefill_length 2048, max_decode_length 256,
 schema tables of 2048 states x 512 classes. Prompts: words of data/train.jsonl, L tokens
 (1200: about an attributor's or proposer's request; 450: a judge's). Per (slots, L): every
 slot gets a prompt, 5 untimed generate steps, then `--steps` timed (blocked on at the end);

@@ -28,7 +28,7 @@ from typing import Any
 import ml_collections
 
 from harnessrl_jax import harness
-from harnessrl_jax.checkpoint import RunCheckpoints
+from harnessrl_jax.run.checkpoint import RunCheckpoints
 from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.harness.history import (GENESIS, BrokenHistory, ReplayDivergence,

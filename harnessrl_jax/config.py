@@ -1,8 +1,8 @@
 """The one config tree and its one check.
 
 `base_config()` mounts a section per subpackage; each subpackage documents its fields next
-to its code (models/settings.py, rollout/config.py, judges/config.py, rl/config.py,
-harness/config.py, memory/config.py, evolver/config.py, train_config.py). Experiment files in
+to its code (models/config.py, rollout/config.py, judges/config.py, rl/config.py,
+harness/config.py, memory/config.py, evolver/config.py, run/config.py). Experiment files in
 configs/ call `base_config()` and override fields; a field that does not exist here cannot
 be set (the tree is locked: unknown keys and wrong types fail at start-up).
 
@@ -10,7 +10,7 @@ Code reads a section through its frozen typed view (`RolloutConfig.from_config(c
 ...), built once where the section enters a subpackage. `validate(cfg)` builds every view
 and adds the checks that span sections or depend on the devices, and refuses a config that
 cannot run with one ConfigError listing every problem, one line each. Which fields define
-the experiment and which may change when a run resumes: config_identity.py.
+the experiment and which may change when a run resumes: run/identity.py.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig, evolver_
 from harnessrl_jax.harness.config import HarnessConfig, harness_defaults
 from harnessrl_jax.judges.config import JudgeConfig, judge_defaults
 from harnessrl_jax.memory.config import MemoryConfig, memory_defaults
-from harnessrl_jax.models.settings import ModelSettings, model_defaults
+from harnessrl_jax.models.config import ModelSettings, model_defaults
 from harnessrl_jax.rl.config import RLConfig, rl_defaults
 from harnessrl_jax.rl.train_step import StepConfig
 from harnessrl_jax.rollout.config import RolloutConfig, rollout_defaults
-from harnessrl_jax.train_config import (DataConfig, TrainConfig, ablation_defaults,
+from harnessrl_jax.run.config import (DataConfig, TrainConfig, ablation_defaults,
                                         data_defaults, train_defaults)
 
 

@@ -249,7 +249,7 @@ def build_config(grid: Grid, cell: Cell):
 def preflight(grid: Grid, cells: Sequence[Cell], workdir: str) -> dict[Cell, Any]:
   """Every cell's config, checked, and refused where its run directory holds a run of
   another experiment (the driver's own guard, read-only)."""
-  from harnessrl_jax.checkpoint import guard_config  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax.run.checkpoint import guard_config  # pylint: disable=g-import-not-at-top
   configs = {}
   for cell in cells:
     configs[cell] = build_config(grid, cell)

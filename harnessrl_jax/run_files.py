@@ -1,14 +1,14 @@
 """The names a run directory speaks, in one place: its file names, the fields of the rows
 and summaries written into them, and the vocabularies those rows use (guidance fields,
 attributor labels, routes and interfaces, critic verdicts, oracle classes). Writers
-(train.py, metrics.py, evaluate.py, checkpoint.py) and readers (eval/report.py, audit.py)
+(train.py, run/metrics.py, eval/evaluate.py, run/checkpoint.py) and readers (eval/report.py, audit.py)
 import these names instead of spelling them. A leaf module: standard library only.
 
 A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
   config.json               the config and its experiment part's digest (the config.json
-                            fields below; checkpoint.guard_config, config_identity.py)
+                            fields below; checkpoint.guard_config, run/identity.py)
   config_changes.jsonl      each operational field changed on a resume, with its step
-  checkpoints/<step>/       Orbax checkpoints (checkpoint.py)
+  checkpoints/<step>/       Orbax checkpoints (run/checkpoint.py)
   memory/<step>/            the evolver memory at each checkpoint
   metrics.jsonl, tb/        one row per step (the row fields below); TensorBoard scalars
   harness_history.jsonl     every applied harness op (harness/history.HistoryRecord rows)
@@ -23,7 +23,7 @@ A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
                             {STEP: completed steps, "task_id", "response"}
   summary.json              the run's summary (the summary fields below)
   report.md, *.png          the report (eval/report.py)
-and, written by `python -m harnessrl_jax.evaluate --run=DIR`:
+and, written by `python -m harnessrl_jax.eval --run=DIR`:
   eval_step<N>.json         held-out / OOD / oracle results of the checkpoint after N steps
   oracle.jsonl              per-step oracle class shares (eval/oracle.shares_by_step rows)
 """

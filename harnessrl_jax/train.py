@@ -1,6 +1,6 @@
 """`python -m harnessrl_jax.train --config=configs/NAME.py --workdir=DIR`: the main job.
 
-One step (loop.py): draw tasks x ~ Cat(p_t) with their importance weights u = 1 / (N p)
+One step (run/step.py): draw tasks x ~ Cat(p_t) with their importance weights u = 1 / (N p)
 -> render prompts with mounted guidance -> J rollouts each -> judge -> rubric rewards ->
 group advantages -> GRPO update -> evolver (attributor, proposer, JIT critic; it writes
 memory) -> H_{t+1}. The held-out score (eval/heldout.py: seed rubrics, greedy, no
@@ -9,7 +9,7 @@ steps and at the end.
 
 The module reads top-down: `preflight` (every refusal before a model loads), `build_run`
 (the run's constant parts, a frozen `Run`), `start` (a fresh start or a resume, as a
-`Progress`), `train_loop` (one `loop.rl_step` and one evolver step per step; `due` says when
+`Progress`), `train_loop` (one `step_fns.rl_step` and one evolver step per step; `due` says when
 to evaluate, checkpoint, log) and `finish` (summary and report).
 
 Everything a run writes goes under --workdir:
@@ -18,22 +18,22 @@ Everything a run writes goes under --workdir:
                             the run has a checkpoint; operational fields may change:
                             docs/operational.md)
   config_changes.jsonl      each operational field changed on a resume, with its step
-  checkpoints/, memory/     Orbax checkpoints and the memory at each (checkpoint.py)
+  checkpoints/, memory/     Orbax checkpoints and the memory at each (run/checkpoint.py)
   harness_history.jsonl     every applied harness operation, hash-chained; each
                             checkpoint stores the chain head (harness/history.py)
   evolver_candidates.jsonl  every measured candidate, accepted or not
   metrics.jsonl, tb/        one row per step; TensorBoard scalars
   oracle_groups.jsonl       the groups (task, J responses, rewards) of every
                             train.oracle_groups_every-th step, for
-                            `python -m harnessrl_jax.evaluate --groups=...` (eval/oracle.py)
+                            `python -m harnessrl_jax.eval --groups=...` (eval/oracle.py)
   summary.json              held-out score at start and end, update counts, cost split
   report.md, *.png          the run's report (eval/report.py)
 Rerunning with the same workdir resumes from the last complete checkpoint; what the
 interrupted run wrote after it is dropped, and on CPU the resumed run ends bit-identical
-to an uninterrupted one (tests/test_train_resume.py).
+to an uninterrupted one (tests/run/test_train_resume.py).
 
 Several processes (hosts) form one run with --coordinator_address, --num_processes and
---process_id, or the environment distributed.py reads (docs/multihost.md): every process
+--process_id, or the environment run/cluster.py reads (docs/multihost.md): every process
 runs this driver over one mesh, they refuse to start unless config, code and libraries
 agree, all of them save the Orbax checkpoints together, and only process 0 writes the
 run's other files and prints its progress.
@@ -59,8 +59,8 @@ from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from harnessrl_jax import cli, distributed, harness, loop, metrics, run_files
-from harnessrl_jax.checkpoint import (RunCheckpoints, config_text, guard_config,
+from harnessrl_jax import cli, harness, run_files
+from harnessrl_jax.run.checkpoint import (RunCheckpoints, config_text, guard_config,
                                       record_config, restore_target, run_key_of,
                                       state_tree)
 from harnessrl_jax.config import validate
@@ -82,8 +82,11 @@ from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward
                                          make_logprob_fn, prompt_group_size)
 from harnessrl_jax.rollout import SamplingParams
 from harnessrl_jax.rollout.config import RolloutConfig
+from harnessrl_jax.models import sharding
 from harnessrl_jax.rollout.texts import TextSampler
-from harnessrl_jax.train_config import TrainConfig
+from harnessrl_jax.run import cluster, metrics
+from harnessrl_jax.run import step as step_fns
+from harnessrl_jax.run.config import TrainConfig
 
 
 def due(n: int, every: int, total: int) -> bool:
@@ -167,8 +170,8 @@ class Run:
   workdir: str
   train: TrainConfig              # config.train as a typed view
   heldout_tasks: tuple[Task, ...]
-  learner: loop.Learner           # sampler, judge, update functions, sizes
-  evolve: loop.Evolve             # H_t -> H_{t+1} (loop.static_evolve without an evolver)
+  learner: step_fns.Learner           # sampler, judge, update functions, sizes
+  evolve: step_fns.Evolve             # H_t -> H_{t+1} (step_fns.static_evolve without an evolver)
   memory: Any                     # the fresh memory (memory.Memory) or None
   memory_config: Any              # config.memory, to load a checkpoint's memory
   h0: Harness                     # H_0 before the calibration's ops
@@ -185,19 +188,19 @@ class Run:
     return jax.random.fold_in(self.run_key, -1 & 0x7FFFFFFF)
 
 
-def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParams,
+def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, sampling: SamplingParams,
              history_log: HistoryLog, train_tasks: Sequence[Task]):
   """(evolve function, fresh memory or None, calibration ops to apply to H_0)."""
   ev = cfg.evolver
   if not ev.enabled:
-    return loop.static_evolve, None, ()
+    return step_fns.static_evolve, None, ()
   # pylint: disable=g-import-not-at-top
   from harnessrl_jax.evolver import build_evolver, calibration_of
   from harnessrl_jax.memory import Memory, embedder_from_config
   # pylint: enable=g-import-not-at-top
   cal = calibration_of(ev)
   setup_ops = () if cal is None else (SetLadder(tuple(float(x) for x in cal.ladder)),)
-  primary = distributed.is_primary()   # the others evolve alike but log nothing
+  primary = cluster.is_primary()   # the others evolve alike but log nothing
   evolver = build_evolver(
       cfg, judge=judge, history_log=history_log,
       candidate_log=os.path.join(workdir, run_files.CANDIDATES) if primary else None,
@@ -205,7 +208,7 @@ def _evolver(cfg, workdir: str, *, judge, texts: TextSampler, law: SamplingParam
       tasks=train_tasks,
       prompt_tokens=lambda chat: len(texts.prompt_builder.encode_chat(chat)))
   memory = Memory(cfg.memory, embedder_from_config(cfg.memory)) if cfg.ablation.memory else None
-  return loop.make_evolve(evolver, texts, law), memory, setup_ops
+  return step_fns.make_evolve(evolver, texts, sampling), memory, setup_ops
 
 
 def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
@@ -219,12 +222,12 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
                      loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)
   mesh = rl_mesh.mesh_for_devices(cfg.rl.mesh)
   texts = TextSampler.from_config(graphdef, loaded.prompt_builder, cfg.rollout, mesh=mesh)
-  law = SamplingParams.from_config(cfg.rollout)
+  sampling = SamplingParams.from_config(cfg.rollout)
   # One log for the driver's ops and the evolver's, so the chain head is one value; every
   # process chains alike (the head goes into the checkpoint), process 0 alone writes.
   history_log = HistoryLog(os.path.join(workdir, run_files.HISTORY),
-                           write=distributed.is_primary())
-  evolve, memory, setup_ops = _evolver(cfg, workdir, judge=judge, texts=texts, law=law,
+                           write=cluster.is_primary())
+  evolve, memory, setup_ops = _evolver(cfg, workdir, judge=judge, texts=texts, sampling=sampling,
                                        history_log=history_log, train_tasks=train_tasks)
   tx = make_optimizer(cfg.rl)
   # The reference policy is a frozen copy of the initial policy, rebuilt (not restored) on
@@ -236,15 +239,15 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
   _, train_step = build_step(forward, cfg.rl, tx=tx, mesh=mesh, state_sharding=shardings,
                              group_size=group)
   rl = RLConfig.from_config(cfg.rl)
-  learner = loop.Learner(
+  learner = step_fns.Learner(
       train_tasks=tuple(train_tasks), texts=texts, judge=judge, train_step=train_step,
       logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl, group), mesh=mesh),
-      law=law, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
+      sampling=sampling, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
       num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
       mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple, prompt_group=group,
       eval_pad_multiple=RolloutConfig.from_config(cfg.rollout).eval_pad_multiple)
   train = TrainConfig.from_config(cfg.train)
-  primary = distributed.is_primary()
+  primary = cluster.is_primary()
   return Run(
       workdir=workdir, train=train, heldout_tasks=tuple(heldout_tasks), learner=learner,
       evolve=evolve, memory=memory, memory_config=cfg.memory,
@@ -275,7 +278,7 @@ def fresh_start(run: Run) -> Progress:
   """A run without a complete checkpoint starts over: logs of an earlier attempt go (on
   process 0, the one that writes them), the calibration's ops are applied to H_0 (and
   logged), and the held-out score before any update is taken."""
-  if distributed.is_primary():
+  if cluster.is_primary():
     for name in (run_files.HISTORY, run_files.CANDIDATES, run_files.ATTRIBUTIONS,
                  run_files.GROUPS, run_files.METRICS, run_files.HELDOUT_RESPONSES):
       if os.path.exists(os.path.join(run.workdir, name)):
@@ -288,7 +291,7 @@ def fresh_start(run: Run) -> Progress:
                         measurement={run_files.SOURCE: run_files.SOURCE_CALIBRATION})
   if run.memory is not None:
     run.memory.sync_rubrics(h)
-  heldout = _heldout_responses_out(run, 0, loop.evaluate(
+  heldout = _heldout_responses_out(run, 0, step_fns.evaluate(
       run.heldout_tasks, run.learner, run.initial_state.params, run.eval_key))
   say(f"held-out score at start: {_points(heldout['score'])}")
   return Progress(0, run.initial_state, run.run_key, h, run.memory, len(run.setup_ops),
@@ -310,9 +313,9 @@ def resume(run: Run, step: int) -> Progress:
       skipped_steps=restored["skipped_steps"])
   history_path = os.path.join(workdir, run_files.HISTORY)
   n, done = int(meta["history_len"]), int(meta["step"])
-  if distributed.is_primary():
+  if cluster.is_primary():
     metrics.truncate_lines(history_path, n)
-  distributed.barrier("history_truncated")
+  cluster.barrier("history_truncated")
   # read_history checks the chain; its head must be the one the checkpoint stored.
   records = read_history(history_path) if n else []
   head = head_of(records)
@@ -326,7 +329,7 @@ def resume(run: Run, step: int) -> Progress:
     raise HarnessError(f"{workdir}: the harness replayed from {run_files.HISTORY} does not "
                        f"match checkpoint {step}; run `python -m harnessrl_jax.audit "
                        f"{workdir}`")
-  if distributed.is_primary():
+  if cluster.is_primary():
     for name in (run_files.METRICS, run_files.GROUPS, run_files.CANDIDATES,
                  run_files.ATTRIBUTIONS):
       metrics.truncate_jsonl(os.path.join(workdir, name), lambda r: r["step"] < done)
@@ -346,7 +349,7 @@ def _heldout_responses_out(run: Run, step: int, result: dict[str, Any]) -> dict[
   """A held-out result without its responses, which go to heldout_responses.jsonl (with
   `step`, the completed steps) rather than into the summary and every checkpoint."""
   responses = result.pop(run_files.RESPONSES)
-  if distributed.is_primary():
+  if cluster.is_primary():
     with open(os.path.join(run.workdir, run_files.HELDOUT_RESPONSES), "a",
               encoding="utf-8") as f:
       f.writelines(json.dumps({run_files.STEP: int(step), "task_id": tid, "response": r},
@@ -375,13 +378,13 @@ def train_loop(run: Run, p: Progress) -> Progress:
   state, h, summary, history_len = p.state, p.harness, p.summary, p.history_len
   for step in range(p.step, total):
     n = step + 1   # steps completed once this one is
-    op = loop.schedule_op(h, step, total)
+    op = step_fns.schedule_op(h, step, total)
     if op is not None:
       h, _ = apply_logged(h, op, step=step, log=run.history_log,
                           measurement={run_files.SOURCE: run_files.SOURCE_SCHEDULE})
       history_len += 1
-    draw_key, roll_key, evolve_key = loop.step_keys(p.run_key, step)
-    state, rec = loop.rl_step(run.learner, state, h, step, draw_key, roll_key)
+    draw_key, roll_key, evolve_key = step_fns.step_keys(p.run_key, step)
+    state, rec = step_fns.rl_step(run.learner, state, h, step, draw_key, roll_key)
     mounted = np.asarray(h.guidance_mask)[list(rec.task_indices)]   # H_t's, as drawn
     t0 = time.perf_counter()
     h, elog = run.evolve(h, p.memory, rec, params=state.params, key=evolve_key)
@@ -392,7 +395,7 @@ def train_loop(run: Run, p: Progress) -> Progress:
     heldout = heldout_s = None
     if due(n, t.eval_every, total):
       t1 = time.perf_counter()
-      heldout = _heldout_responses_out(run, n, loop.evaluate(
+      heldout = _heldout_responses_out(run, n, step_fns.evaluate(
           run.heldout_tasks, run.learner, state.params, run.eval_key, after=n))
       heldout_s = time.perf_counter() - t1
       summary = metrics.with_heldout(summary, n, heldout, final=n == total)
@@ -426,13 +429,13 @@ def finish(run: Run, p: Progress) -> dict[str, Any]:
   summary = json_safe(metrics.finished(
       p.summary, steps=p.step, skipped_updates=int(p.state.skipped_steps),
       harness_digest=harness.digest(p.harness),
-      params_sha256=params_sha256(distributed.to_host(p.state.params)),
+      params_sha256=params_sha256(sharding.to_host(p.state.params)),
       best_checkpoint=run.ckpts.best()))
   run.ckpts.close()
   if jax.process_count() > 1:   # each process's end state, to compare across the logs
     print(f"process {jax.process_index()}/{jax.process_count()} done: harness "
           f"{summary['harness_digest']} params_sha256 {summary['params_sha256']}", flush=True)
-  if not distributed.is_primary():
+  if not cluster.is_primary():
     return summary
   with open(os.path.join(run.workdir, run_files.SUMMARY), "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=2, sort_keys=True)
@@ -444,10 +447,10 @@ def finish(run: Run, p: Progress) -> dict[str, Any]:
 
 def run(cfg, workdir: str) -> dict[str, Any]:
   """Trains (or resumes) the run in `workdir`; returns its summary. On several processes
-  every process calls this (after `distributed.initialize`) and gets the same summary."""
+  every process calls this (after `cluster.initialize`) and gets the same summary."""
   workdir = os.path.abspath(workdir)
   # A collective: every process must pass it, so it comes before any refusal of one.
-  distributed.check_consistent(distributed.run_digests(config_text(cfg)))
+  cluster.check_consistent(cluster.run_digests(config_text(cfg)))
   guard_config(cfg, workdir)   # reads only: a start refused before its first step
   train_tasks, heldout_tasks = preflight(cfg)   # leaves no config.json to refuse the next
   parts = build_run(cfg, workdir, train_tasks, heldout_tasks)
@@ -462,7 +465,7 @@ def run(cfg, workdir: str) -> dict[str, Any]:
 
 
 def params_sha256(params) -> str:
-  """SHA-256 of the leaves' bytes; on several processes give it `distributed.to_host`'s
+  """SHA-256 of the leaves' bytes; on several processes give it `sharding.to_host`'s
   copies (np.asarray fails on an array with shards on other hosts)."""
   m = hashlib.sha256()
   for leaf in jax.tree.leaves(params):
@@ -487,14 +490,14 @@ def _points(x: float | None) -> str:
 
 def say(text: str) -> None:
   """A line on the terminal, from process 0 only."""
-  if distributed.is_primary():
+  if cluster.is_primary():
     print(text, flush=True)
 
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "The experiment's config file, e.g. configs/tiny.py.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "The directory the run writes into.")
-distributed.define_flags()
+cluster.define_flags()
 
 
 def main(argv):
@@ -506,7 +509,7 @@ def main(argv):
     # Orbax warns at every save without a held-out reward; only evaluated steps have one.
     std_logging.getLogger("absl").addFilter(
         lambda record: "did not provide metrics" not in record.getMessage())
-  spec = distributed.initialize_from_flags()   # before the first array (no-op alone)
+  spec = cluster.initialize_from_flags()   # before the first array (no-op alone)
   if spec.multi:
     print(f"process {jax.process_index()}/{jax.process_count()} joined ({spec.source}): "
           f"{jax.local_device_count()} local of {jax.device_count()} devices", flush=True)

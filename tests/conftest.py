@@ -102,7 +102,7 @@ def pytest_configure(config):
 # of them (alphabetical order left one worker ~60 s behind the other in a simulation).
 LONGEST_FIRST = ("test_experiment.py", "test_train_resume.py", "test_models_gemma4.py",
                  "test_models_parity.py", "test_rl_train_step.py", "test_models_smollm2.py",
-                 "test_models_sharding.py", "test_rollout_engine.py",
+                 "test_models_sharding.py", "test_rollout_sampler.py",
                  "test_judges_logit_verdict.py", "test_serving_jetstream.py")
 
 

@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What the entry points import, but none of the entry modules themselves: a module imported
 # here would have defined its flags already, and its start would then define them twice.
 PRELOAD = ("jax", "flax.nnx", "optax", "orbax.checkpoint", "harnessrl_jax.config",
-           "harnessrl_jax.loop")
+           "harnessrl_jax.run.step")
 
 
 def start_all(starts) -> list[tuple[int, str, str]]:

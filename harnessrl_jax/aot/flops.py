@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The functions a training run jits on its accelerators, built abstractly on a mesh of
 compile-only devices: the same builders train.py uses (`rl.train_step.build_step`,
-`make_logprob_fn`, the rollout program of `rollout.engine`), the same shardings
+`make_logprob_fn`, the rollout program of `rollout.sampler`), the same shardings
 (`rl.mesh.state_shardings`, `models.sharding.batch_sharding`), arguments as
 `jax.ShapeDtypeStruct`s that carry those shardings. Nothing is allocated or run.
 
@@ -21,9 +21,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from harnessrl_jax.aot import flops as flops_lib
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.hf_io import abstract_model
-from harnessrl_jax.models.settings import ModelSettings
+from harnessrl_jax.models.config import ModelSettings
 from harnessrl_jax.models import sharding as model_sharding
 from harnessrl_jax.rl import mesh as rl_mesh
 from harnessrl_jax.rl.batch import RLBatch
@@ -31,7 +31,7 @@ from harnessrl_jax.rl.config import RLConfig
 from harnessrl_jax.rl.train_state import create_train_state, make_optimizer
 from harnessrl_jax.rl.train_step import (StepConfig, build_step, decoder_forward,
                                          make_logprob_fn, prompt_group_size)
-from harnessrl_jax.rollout import engine as rollout_engine
+from harnessrl_jax.rollout import sampler as rollout_sampler
 from harnessrl_jax.rollout.config import RolloutConfig
 from harnessrl_jax.rollout.sampling import SamplingParams
 
@@ -178,7 +178,7 @@ def rollout_program(config: Any, policy: Policy, *, eos_token_ids: Sequence[int]
   sampling = SamplingParams.from_config(config.rollout)
   prompts = int(config.rl.tasks_per_step)
   divisor = (1 if policy.mesh is None else
-             math.prod(policy.mesh.shape[a] for a in rollout_engine.BATCH_AXES
+             math.prod(policy.mesh.shape[a] for a in rollout_sampler.BATCH_AXES
                        if a in policy.mesh.shape))
   prompts = -(-prompts // divisor) * divisor
   width = max(r.prompt_buckets)
@@ -191,8 +191,8 @@ def rollout_program(config: Any, policy: Policy, *, eos_token_ids: Sequence[int]
   kwargs = dict(sampling=sampling, num_samples=r.num_samples, pad_id=0,
                 eos_token_ids=tuple(eos_token_ids) or None, mesh=policy.mesh,
                 phase_tokens=r.decode_phase_tokens,
-                slice_layers=rollout_engine.on_cpu(policy.params))
-  return Program("rollout", rollout_engine.rollout_jit, args, kwargs,
+                slice_layers=rollout_sampler.on_cpu(policy.params))
+  return Program("rollout", rollout_sampler.rollout_jit, args, kwargs,
                  flops_lib.rollout(policy.shape, prompts=prompts, samples=r.num_samples,
                                    prompt_width=width, new_tokens=r.max_new_tokens),
                  True, f"{prompts} prompts x {r.num_samples} samples, {width}-slot prompts, "

@@ -17,8 +17,8 @@ from harnessrl_jax.config import validate
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.judges.config import JudgeConfig
 from harnessrl_jax.models import plan as plan_lib
-from harnessrl_jax.models.config import ModelConfig
-from harnessrl_jax.models.settings import ModelSettings
+from harnessrl_jax.models.architecture import ModelConfig
+from harnessrl_jax.models.config import ModelSettings
 from harnessrl_jax.rollout.config import RolloutConfig
 
 GIB = 2**30

@@ -2,4 +2,4 @@
 oracle's failure-class analysis (oracle.py), paired statistics (stats.py), the per-run
 report (report.py), and the testbed's ground-truth measures (testbed.py) with the
 experiment report over arms and seeds (experiment_report.py). Entry point:
-`python -m harnessrl_jax.evaluate`; docs/evaluation.md."""
+`python -m harnessrl_jax.eval`; docs/evaluation.md."""

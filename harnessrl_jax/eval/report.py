@@ -1,7 +1,7 @@
 """Per-run markdown report with PNG plots: `write_report(run_dir) -> path of report.md`.
 
-Reads exactly the files and fields the driver (train.py, metrics.py) and
-`python -m harnessrl_jax.evaluate` write, by run_files' names. Its sections, and what each
+Reads exactly the files and fields the driver (train.py, run/metrics.py) and
+`python -m harnessrl_jax.eval` write, by run_files' names. Its sections, and what each
 reads:
   Training            metrics.jsonl: step, reward; summary.json: steps, skipped_updates
   Held-out score      summary.json: heldout_start, heldout_evals, heldout_end; metrics.jsonl:
@@ -519,9 +519,9 @@ def _absent(data: RunData, name: str, what: str) -> list[str]:
   return [f"{name} ({what})"] if name in data.absent else []
 
 
-_ORACLE_HOW = ("the oracle analysis: `python -m harnessrl_jax.evaluate --run=RUN_DIR "
+_ORACLE_HOW = ("the oracle analysis: `python -m harnessrl_jax.eval --run=RUN_DIR "
                f"--groups=RUN_DIR/{rf.GROUPS}`")
-_EVAL_HOW = ("evaluations: `python -m harnessrl_jax.evaluate --run=RUN_DIR "
+_EVAL_HOW = ("evaluations: `python -m harnessrl_jax.eval --run=RUN_DIR "
              "[--checkpoint=STEP] --medqa=FILE ...`")
 
 

@@ -11,7 +11,7 @@ key and J; any other call goes to the sampler as before. A request is answered a
 once.
 
 What a prefetched answer equals: the sampler gives conversation p of a batch what it gives
-that conversation alone with the same key (`rollout/engine.py`: per-prompt keys), up to the
+that conversation alone with the same key (`rollout/sampler.py`: per-prompt keys), up to the
 float rounding of another batch shape (log-probs within ~2e-5 on SmolLM2-135M; the tokens
 of a sample flip only where a draw falls that close to a boundary). So the step's
 decisions are the sequential ones up to that rounding, and a wrong guess costs only the

@@ -27,7 +27,7 @@ from typing import Any
 import ml_collections
 
 from harnessrl_jax.errors import refuse
-from harnessrl_jax.models.settings import ModelSettings, model_defaults
+from harnessrl_jax.models.config import ModelSettings, model_defaults
 
 BACKENDS = ("program", "local", "jetstream", "openai", "hybrid")
 LOCAL_VERDICT_MODES = ("logits", "generate")
@@ -53,7 +53,7 @@ def judge_defaults() -> ml_collections.ConfigDict:
   j.cache_size = 200_000               # cached verdicts (LRU); regrading unchanged cells is free
 
   # The judge's model for "local" (and the tokenizer for "jetstream"): the fields of
-  # config.model (models/settings.py); a frozen judge, never the policy being trained.
+  # config.model (models/config.py); a frozen judge, never the policy being trained.
   j.model = model_defaults()
   j.local = ml_collections.ConfigDict()
   j.local.verdict = "logits"           # "logits" (one forward per cell) or "generate"

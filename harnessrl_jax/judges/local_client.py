@@ -4,7 +4,7 @@ The CPU default judge: no server, no network. Prompts are tokenised with the mod
 template (`PromptBuilder.encode_chat`), decoded greedily in batches of `batch_size` (batch
 and length buckets fixed so one program serves every call), and the answer is the text up to
 the first end-of-sequence token. Same tokens in, same text out as `JetStreamClient` against
-`python -m harnessrl_jax.serve` with the same weights (tests/test_serving_jetstream.py).
+`python -m harnessrl_jax.serve` with the same weights (tests/serving/test_serving_jetstream.py).
 
 `schema=` is honoured (`takes_schema`): the answer is decoded under the schema's token
 automaton (rollout/schema_dfa.py, compiled once per schema and kept) and is complete JSON
@@ -22,7 +22,7 @@ from flax import nnx
 
 from harnessrl_jax.data.schema import Message
 from harnessrl_jax.judges.client import Schema, ServerError, TextClient
-from harnessrl_jax.rollout import engine
+from harnessrl_jax.rollout import sampler
 from harnessrl_jax.rollout.sampling import SamplingParams
 from harnessrl_jax.rollout.schema_dfa import SchemaCompiler, SchemaError
 
@@ -89,7 +89,7 @@ class LocalClient(TextClient):
     fits = [i for i, p in enumerate(prompts) if len(p) <= longest]
     for start in range(0, len(fits), self.batch_size):
       rows = fits[start:start + self.batch_size]
-      out = engine.generate(self.graphdef, self.params, [prompts[i] for i in rows], sampling,
+      out = sampler.generate(self.graphdef, self.params, [prompts[i] for i in rows], sampling,
                             key, pad_id=self.prompt_builder.pad_id,
                             prompt_buckets=self.prompt_buckets,
                             batch_multiple=self.batch_size,

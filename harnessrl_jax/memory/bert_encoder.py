@@ -24,7 +24,7 @@ in batches of `batch_size`, each padded to the next power of two rows (at least
 (row buckets) programs, 5 x 4 for MiniLM at batch size 64, and usually a few; a small call
 (the few criteria an evolver step changes) costs a small batch, not a full one. A text's
 vector does not depend on the texts it is batched with (the padding is masked; equal
-within 1e-6 across batch compositions, tests/test_bert_embedder.py).
+within 1e-6 across batch compositions, tests/memory/test_bert_embedder.py).
 
 The model is pure functions over a params pytree (`load_params`): embedding tables, the
 embedding LayerNorm, and `layers`, whose every array has a leading [num_layers] axis (run

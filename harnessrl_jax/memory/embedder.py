@@ -9,7 +9,7 @@ directory selects another model, e.g. bge-base-en-v1.5 as in the paper), and
     neither torch nor transformers nor sentence-transformers, so a run starts seconds
     sooner, and it refuses (ConfigError) a model that is not a BERT with mean or CLS
     pooling. It matches sentence-transformers on MiniLM within 1e-5
-    (tests/test_bert_embedder.py).
+    (tests/memory/test_bert_embedder.py).
   "sentence_transformers": `SentenceEmbedder`, sentence-transformers itself (torch); any
     model it loads.
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.layers import MLP, Attention, RMSNorm, param
 from harnessrl_jax.models.linear_attention import GatedDeltaNet
 from harnessrl_jax.models.moe import MoE

@@ -32,7 +32,7 @@ from flax import nnx
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models import layers, sharding
 from harnessrl_jax.models.block import Block
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.kv_cache import DecodeCache, KVCache, ring_slots
 from harnessrl_jax.models.per_layer_inputs import PerLayerInputs
 

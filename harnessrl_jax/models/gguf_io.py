@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 
 _ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3"}
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight",

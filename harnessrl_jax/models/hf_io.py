@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
 
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.linear_attention import GatedDeltaNetState, zero_state
 
 

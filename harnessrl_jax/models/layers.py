@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 
 # Finite rather than -inf so a query with no visible key (a padding row) gives a uniform
 # softmax instead of NaNs.

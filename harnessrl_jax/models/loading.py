@@ -35,9 +35,9 @@ from flax import nnx
 
 from harnessrl_jax.errors import ConfigError, HarnessError
 from harnessrl_jax.models import gguf_io, hf_io
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.decoder import Decoder
-from harnessrl_jax.models.settings import ModelSettings
+from harnessrl_jax.models.config import ModelSettings
 from harnessrl_jax.models.tokenizer import (GEMMA3_CHAT_TEMPLATE, NoChatTemplateError,
                                             PromptBuilder, tiny_prompt_builder)
 

@@ -49,7 +49,7 @@ do not divide stays replicated).
                (`python -m harnessrl_jax.aot`, docs/models.md): the paper config on H100 16x8
                -6.4%, on v5p 4x4x8 +4.3%, a Qwen3-0.6B shape on one H200 -3.3% (whose compiled
                peak the device's own counter matched), a 60M model on H100 2x4 -4.0%
-               (tests/test_aot.py). XLA:CPU keeps the no-remat memory for `jax.checkpoint`ed
+               (tests/aot/test_aot.py). XLA:CPU keeps the no-remat memory for `jax.checkpoint`ed
                blocks outside `lax.scan` (scan_layers=False; a tiny 8-layer Qwen3.5 at 8 x 768
                tokens: 1656 -> 1644 MiB unscanned, 2193 -> 770 MiB scanned as groups), so for
                those the remat column is what JAX is asked for, to be checked on the
@@ -96,10 +96,10 @@ from ml_collections import config_flags
 
 from harnessrl_jax import cli
 from harnessrl_jax.errors import ConfigError
-from harnessrl_jax.models.config import ModelConfig
+from harnessrl_jax.models.architecture import ModelConfig
 from harnessrl_jax.models.hf_io import abstract_model
 from harnessrl_jax.models.kv_cache import init_cache
-from harnessrl_jax.models.settings import ModelSettings
+from harnessrl_jax.models.config import ModelSettings
 from harnessrl_jax.models.sharding import MESH_AXES
 from harnessrl_jax.rl import mesh as rl_mesh
 from harnessrl_jax.rl.batch import RLBatch
@@ -349,7 +349,7 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
 
 @dataclasses.dataclass(frozen=True)
 class RolloutPlan:
-  """Per-device bytes of the rollout program (rollout/engine.py): prefill of each prompt,
+  """Per-device bytes of the rollout program (rollout/sampler.py): prefill of each prompt,
   its cache repeated J times, decode phases that grow the cache (module docstring)."""
 
   prompts_per_device: int

@@ -34,6 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from harnessrl_jax.errors import ConfigError
@@ -169,3 +170,47 @@ def shard_model(model: nnx.Module, mesh: Mesh, rules: Rules | None = None) -> nn
   state = nnx.state(model)
   nnx.update(model, jax.device_put(state, param_shardings(state, mesh, rules)))
   return model
+
+
+# ---- per-process rows (several hosts: each feeds and reads its own part)
+
+
+def local_rows(sharding: jax.sharding.Sharding, num_rows: int) -> slice:
+  """The rows of a global [num_rows, ...] batch this process feeds under `sharding`.
+
+  `jax.make_array_from_process_local_data(sharding, batch[local_rows(...)])` then builds
+  the global array; the rows of one process are contiguous for a batch split on dim 0.
+  """
+  starts, stops = [], []
+  for index in sharding.addressable_devices_indices_map((num_rows,)).values():
+    rows = index[0]
+    starts.append(rows.start or 0)
+    stops.append(num_rows if rows.stop is None else rows.stop)
+  lo, hi = min(starts), max(stops)
+  return slice(lo, hi)
+
+
+def local_batch(batch: Any, mesh: jax.sharding.Mesh | None) -> Any:
+  """This process's rows of a batch every process holds whole (rows split on dim 0).
+
+  For `rl.mesh.shard_batch`, which builds global arrays from process-local rows: passing
+  the whole batch from each of P processes would make a batch of P copies.
+  """
+  if mesh is None or jax.process_count() == 1:
+    return batch
+  def rows(x):
+    x = np.asarray(x)
+    return x[local_rows(batch_sharding(mesh, x.ndim), x.shape[0])]
+
+  return jax.tree.map(rows, batch)
+
+
+def to_host(tree: Any) -> Any:
+  """NumPy copies of a pytree's arrays on every process, also of arrays spread over hosts."""
+
+  def get(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+  return jax.tree.map(get, tree)

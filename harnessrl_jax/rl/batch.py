@@ -64,7 +64,7 @@ def build_batch(rollout: Any, rewards, group_id, task_prob, num_tasks: int, *,
 
   Args:
     rollout: has prompt_tokens [B,P] (left-padded), prompt_mask [B,P], response_tokens
-      [B,N], response_mask [B,N] and logprobs [B,N] (`rollout.engine.RolloutBatch`).
+      [B,N], response_mask [B,N] and logprobs [B,N] (`rollout.sampler.RolloutBatch`).
     rewards: [B] scalar reward of each response.
     group_id: [B] int, the row's group (task draw) in [0, B).
     task_prob: [B] sampling probability p_i of the row's task under p_t.

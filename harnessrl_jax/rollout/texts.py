@@ -18,16 +18,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from harnessrl_jax import distributed
+from harnessrl_jax.models import sharding
 from harnessrl_jax.data.schema import Message
-from harnessrl_jax.rollout.engine import RolloutBatch, Sampler
+from harnessrl_jax.rollout.sampler import RolloutBatch, Sampler
 from harnessrl_jax.rollout.sampling import SamplingParams
 
 Chat = Sequence[Message]
 # generate(conversations) -> one response each (greedy held-out and OOD evaluation)
 Generate = Callable[[Sequence[Chat]], list[str]]
 # resample(conversations, key, num_samples) -> responses[p][j] (the critic, the cold start);
-# `key` is one key, or one per conversation (rollout/engine.py: then conversation p gets
+# `key` is one key, or one per conversation (rollout/sampler.py: then conversation p gets
 # what it would get alone with key[p])
 Resample = Callable[[Sequence[Chat], jax.Array, int], list[list[str]]]
 
@@ -70,26 +70,26 @@ class TextSampler:
     return cls(Sampler.from_config(graphdef, rollout_cfg, pad_id=pb.pad_id,
                                    eos_token_ids=pb.eos_token_ids, mesh=mesh), pb)
 
-  def __call__(self, params, chats: Sequence[Chat], law: SamplingParams, key: jax.Array,
+  def __call__(self, params, chats: Sequence[Chat], sampling: SamplingParams, key: jax.Array,
                num_samples: int | None = None, pad_multiple: int = 0) -> Texts:
     """`num_samples` (default: the sampler's J) responses to each conversation;
     `pad_multiple`: see `engine.generate`."""
     j = self.sampler.num_samples if num_samples is None else int(num_samples)
     ids = [self.prompt_builder.encode_chat(c) for c in chats]
     # NumPy on every process: on a mesh over several processes the rows live on all of them.
-    rollout = distributed.to_host(self.sampler(params, ids, law, key, num_samples=j,
+    rollout = sharding.to_host(self.sampler(params, ids, sampling, key, num_samples=j,
                                                pad_multiple=pad_multiple))
     return Texts(decode_texts(self.prompt_builder, rollout, len(chats), j), rollout)
 
-  def resample_fn(self, params, law: SamplingParams) -> Resample:
+  def resample_fn(self, params, sampling: SamplingParams) -> Resample:
     """The frozen policy `params` as a `Resample` (the critic measures guidance with it)."""
 
     def resample(chats, key, num_samples):
-      return [list(r) for r in self(params, chats, law, key, num_samples).responses]
+      return [list(r) for r in self(params, chats, sampling, key, num_samples).responses]
 
     return resample
 
-  def generate_fn(self, params, law: SamplingParams, key: jax.Array, *,
+  def generate_fn(self, params, sampling: SamplingParams, key: jax.Array, *,
                   batch_size: int = 0, pad_multiple: int = 0) -> Generate:
     """One response per conversation, `batch_size` conversations per sampler call (0: all
     in one call); every call uses `key` (greedy evaluation does not read it).
@@ -99,7 +99,7 @@ class TextSampler:
       chats, out = list(chats), []
       step = batch_size or max(len(chats), 1)
       for i in range(0, len(chats), step):
-        out += [r[0] for r in self(params, chats[i:i + step], law, key, 1,
+        out += [r[0] for r in self(params, chats[i:i + step], sampling, key, 1,
                                    pad_multiple).responses]
       return out
 

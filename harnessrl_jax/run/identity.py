@@ -1,0 +1,176 @@
+"""Which config fields define the experiment and which are operational.
+
+A run's identity is its experiment part: the fields whose values decide what the run
+computes (data, models, sampling, judging protocol, learner, harness, memory, evolver, step
+count, held-out subset, seed). Changing one mid-run would make a different run, so a
+workdir with a checkpoint refuses it (`checkpoint.guard_config`) and `config.json` keeps
+the experiment part's digest.
+
+The operational fields (`OPERATIONAL`) say where the run's services are and how it talks
+to them and reports: endpoints, key variable names, time-outs, retries, back-off,
+concurrency, cache sizes, the judge failure limits, logging / evaluation / checkpoint
+cadence. They may change when a run resumes (a judge that moved, a longer time-out, a
+larger `judge.max_unscored_share` after a stop); `checkpoint.record_config` logs each
+change with the step it took effect at. None of them changes what a step computes from the
+verdicts it gets: the retry and limit fields only decide whether a cell gets a verdict or
+stays unscored (unscored cells are excluded from rewards) and whether the run stops, and
+the cadence fields decide what is evaluated, saved and logged, never the trajectory
+(parameters, harness, draws; tests/run/test_train_resume.py resumes with changed ones
+and ends bit-identical to an uninterrupted run).
+
+Settings that only look like performance knobs but change array shapes (batch sizes,
+prompt buckets, decode phases, chunking, the mesh) are experiment fields: they can change
+float rounding, and a run promises bit-identical resumes.
+
+Every leaf of `config.base_config()` is in exactly one of `OPERATIONAL` and `EXPERIMENT`
+(tests/run/test_config_identity.py); a leaf in neither counts as experiment (a change is
+refused: the safe side). docs/operational.md lists the operational fields and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+# field path -> why it may change on resume (docs/operational.md shows this table)
+OPERATIONAL: Mapping[str, str] = MappingProxyType({
+    # where the services and caches are
+    "judge.openai.base_url": "where the server is; the judge is `judge.openai.model`",
+    "judge.openai.api_key_env": "the name of the variable that holds the key",
+    "judge.jetstream.address": "where the server is; its model is `judge.model`",
+    "judge.jetstream.max_prompt_tokens": (
+        "the server's `--max_prefill_length`, raised together with it; a longer prompt is "
+        "refused (an unscored cell), never cut"),
+    "judge.endpoints": ("where the servers of a pool are (`judge.openai.base_url` / "
+                        "`judge.jetstream.address` for one); each serves the judge's model"),
+    "model.cache_dir": ("where converted weights are cached; the weights are named by "
+                        "source, path and seed"),
+    "judge.model.cache_dir": "the same for the judge's model",
+    # how requests are waited for and retried
+    "judge.timeout_s": "how long a request is waited for",
+    "judge.transport_retries": "how often a failed request is retried",
+    "judge.backoff_s": "the first wait between retries",
+    "judge.backoff_max_s": "the longest wait between retries",
+    "judge.parse_retries": ("re-asks of an unreadable answer; a parsed verdict is the "
+                            "judge's either way"),
+    "judge.max_concurrency": "requests in flight; each is answered alone",
+    "judge.pool.max_in_flight": (
+        "requests in flight per endpoint of a pool; each is answered alone"),
+    "judge.pool.failure_threshold": (
+        "when a pool takes a failing endpoint out; its requests are retried on the others"),
+    "judge.pool.cooldown_s": "how long a failing endpoint stays out before it is probed",
+    "judge.cache_size": (
+        "verdicts kept in memory; the cache is not checkpointed (a resumed run starts with "
+        "it empty and stays bit-identical)"),
+    # limits: when a run stops cleanly (before the step's update)
+    "judge.max_unscored_share": (
+        "the learner's stop limit on cells without a verdict; the stop message recommends "
+        "raising it"),
+    "evolver.max_unscored_share": (
+        "the same stop limit for the critic's cells; below it a candidate that lost cells is "
+        "unmeasurable"),
+    # reporting cadence
+    "train.log_every": "progress lines on the terminal",
+    "train.eval_every": "when held-out evaluations run; they feed nothing back into training",
+    "train.checkpoint_every": "when checkpoints are saved; a resumed run is bit-identical",
+    "train.keep_checkpoints": "how many checkpoints stay on disk",
+    "train.oracle_groups_every": "which steps' groups go to `oracle_groups.jsonl`",
+})
+
+
+def _leaves(section: str, names: str) -> tuple[str, ...]:
+  return tuple(f"{section}.{n}" for n in names.split())
+
+
+_MODEL = "source path family dtype param_dtype remat seed"
+
+EXPERIMENT: frozenset[str] = frozenset({
+    "seed",
+    *_leaves("data", "train heldout domains"),
+    *_leaves("model", _MODEL),
+    *_leaves("rollout", "num_samples max_new_tokens temperature top_p top_k prompt_buckets "
+                        "decode_phase_tokens eval_pad_multiple"),
+    *_leaves("judge", "backend llm_backend max_new_tokens"),
+    *_leaves("judge.model", _MODEL),
+    *_leaves("judge.local", "verdict batch_size prompt_buckets"),
+    *_leaves("judge.openai", "model temperature"),
+    *_leaves("rl", "adam_b1 adam_b2 adam_eps advantage beta clip_eps_high clip_eps_low "
+                   "eps_advantage kl_estimator learning_rate logprob_chunk loss_aggregation "
+                   "lr_schedule max_grad_norm max_response_len micro_batch_size num_epochs "
+                   "prompt_pad_multiple share_prompts tasks_per_step temperature total_steps "
+                   "warmup_steps weight_decay"),
+    *_leaves("rl.mesh", "data fsdp tensor"),
+    *_leaves("harness", "guidance_caps ladder total_weight"),
+    *_leaves("memory", "top_k eta embedder_path embedder_backend embed_batch_size "
+                       "exact_max_size approx_kind hnsw_m hnsw_ef_construction "
+                       "hnsw_ef_search ivf_nlist ivf_nprobe rebuild_dead_fraction faiss_gpu"),
+    *_leaves("evolver", "enabled attributor proposer llm_backend llm_max_tokens "
+                        "llm_fallback_to_rule rounds guidance_band rubric_band "
+                        "calibration_path memory_window saturated_history min_confidence "
+                        "length_ratio phrase_share disagreement_points intervention "
+                        "intervention_flip_share intervention_rest_points resample_j prefetch_resamples "
+                        "negative_weight transfer_tasks async_evolver calibrate_tasks "
+                        "calibrate_min_band"),
+    # steps: the guidance schedule's quarters and the last step's evaluation depend on it
+    *_leaves("train", "steps eval_tasks"),
+    *_leaves("ablation", "routes critic memory"),
+})
+
+
+def config_tree(config) -> dict[str, Any]:
+  """A ConfigDict as plain JSON values (tuples as lists), the form config.json stores."""
+  return json.loads(config.to_json_best_effort())
+
+
+def flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+  """{dotted field path: leaf value} of a nested mapping."""
+  out = {}
+  for k, v in tree.items():
+    if isinstance(v, Mapping):
+      out.update(flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
+def is_operational(path: str) -> bool:
+  return path in OPERATIONAL
+
+
+def experiment_digest(tree: Mapping[str, Any]) -> str:
+  """SHA-256 of the experiment part of a config tree (canonical JSON of its flat leaves)."""
+  part = {k: v for k, v in flat(tree).items() if not is_operational(k)}
+  return hashlib.sha256(json.dumps(part, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+  """One field whose value differs between two config trees (None: absent there)."""
+
+  field: str
+  old: Any
+  new: Any
+
+  @property
+  def operational(self) -> bool:
+    return is_operational(self.field)
+
+  def __str__(self) -> str:
+    return f"{self.field}: {self.old!r} -> {self.new!r}"
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Change, ...]:
+  """Every field whose value differs between two config trees, sorted by path."""
+  a, b = flat(old), flat(new)
+  return tuple(Change(k, a.get(k), b.get(k))
+               for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+
+
+def shown(changes, limit: int = 6) -> str:
+  """The first `limit` changes on one line, `...` when there are more."""
+  changes = list(changes)
+  return ", ".join(map(str, changes[:limit])) + (" ..." if len(changes) > limit else "")
