@@ -20,6 +20,7 @@ import importlib.util
 import math
 import os
 import re
+import site
 import sys
 from typing import Any
 
@@ -182,9 +183,11 @@ def usable_bytes(kind: DeviceKind, fraction: float | None = None) -> int:
 
 
 def use_compile_only_plugins() -> None:
-  """Puts PLUGINS_DIR on the import path (when it exists); call before jax starts a backend."""
-  if os.path.isdir(PLUGINS_DIR) and PLUGINS_DIR not in sys.path:
-    sys.path.append(PLUGINS_DIR)
+  """Adds PLUGINS_DIR (when it exists) as a site directory, as `pip install --target` made
+  it: its packages, .pth files and dist-info (jax finds plugins by their entry points)
+  become visible to this process only. Call before jax starts a backend."""
+  if os.path.isdir(PLUGINS_DIR):
+    site.addsitedir(PLUGINS_DIR)   # idempotent: a directory already known is skipped
 
 
 def has_compiler(platform: str) -> bool:
