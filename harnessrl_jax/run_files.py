@@ -4,25 +4,11 @@ attributor labels, routes and interfaces, critic verdicts, oracle classes). Writ
 (train.py, run/metrics.py, eval/evaluate.py, run/checkpoint.py) and readers (eval/report.py, audit.py)
 import these names instead of spelling them. A leaf module: standard library only.
 
-A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds:
-  config.json               the config and its experiment part's digest (the config.json
-                            fields below; checkpoint.guard_config, run/identity.py)
-  config_changes.jsonl      each operational field changed on a resume, with its step
-  checkpoints/<step>/       Orbax checkpoints (run/checkpoint.py)
-  memory/<step>/            the evolver memory at each checkpoint
-  metrics.jsonl, tb/        one row per step (the row fields below); TensorBoard scalars
-  harness_history.jsonl     every applied harness op (harness/history.HistoryRecord rows)
-  evolver_candidates.jsonl  every measured candidate (the evolver's CandidateRecord rows)
-  attributions.jsonl        every attributor label, a row per (step, task, criterion):
-                            {STEP: 0-based step, "task_id", "criterion_id", "label",
-                            "confidence", "backend", "signals": what the backend measured;
-                            with evolver.intervention, "correlational_label" and the
-                            edits' flips} (evolver/evolve.attribution_rows)
-  oracle_groups.jsonl       logged groups for the oracle analysis (eval/oracle.group_record)
-  heldout_responses.jsonl   each held-out evaluation's greedy responses, a row per task:
-                            {STEP: completed steps, "task_id", "response"}
-  summary.json              the run's summary (the summary fields below)
-  report.md, *.png          the report (eval/report.py)
+A run directory (`python -m harnessrl_jax.train --workdir=DIR`) holds the files of
+WORKDIR_FILES (below; attributions.jsonl rows: {STEP: 0-based step, "task_id",
+"criterion_id", "label", "confidence", "backend", "signals", with evolver.intervention
+"correlational_label" and the edits' flips}; heldout_responses.jsonl rows: {STEP:
+completed steps, "task_id", "response"}),
 and, written by `python -m harnessrl_jax.eval --run=DIR`:
   eval_step<N>.json         held-out / OOD / oracle results of the checkpoint after N steps
   oracle.jsonl              per-step oracle class shares (eval/oracle.shares_by_step rows)
@@ -31,6 +17,7 @@ and, written by `python -m harnessrl_jax.eval --run=DIR`:
 from __future__ import annotations
 
 import re
+import textwrap
 
 # ---- file names
 
@@ -50,6 +37,45 @@ SUMMARY = "summary.json"
 REPORT = "report.md"
 EVAL_GLOB = "eval_step*.json"
 _EVAL_NAME = re.compile(r"eval_step(\d+)\.json")
+LEDGER = "records_ledger.jsonl"
+
+# The one list of what a training run's workdir holds (train.py's docstring is built from
+# it, docs/operational.md repeats it, tests/run/test_audit_files.py checks all three and
+# the audit's coverage): (name, what it holds, how `python -m harnessrl_jax.audit` covers it).
+WORKDIR_FILES = (
+    (CONFIG, "the config and its experiment part's digest", "file"),
+    (CONFIG_CHANGES, "each operational field changed on a resume, with its step", "lines"),
+    (CHECKPOINTS + "/", "Orbax checkpoints; each one's metadata holds the ledger's and the "
+     "history's heads", "checkpoint"),
+    (MEMORY + "/", "the evolver memory at each checkpoint", "not covered"),
+    (HISTORY, "every applied harness operation, hash-chained (history.py)", "lines"),
+    (METRICS, "one row per step (run_files' row fields)", "lines"),
+    (TENSORBOARD + "/", "TensorBoard scalars of the rows, and the ledger's head at each "
+     "checkpoint", "not covered"),
+    (CANDIDATES, "every measured candidate, accepted or not", "lines"),
+    (ATTRIBUTIONS, "every attributor label, a row per (step, task, criterion)", "lines"),
+    (GROUPS, "logged groups for the oracle analysis (eval/oracle.group_record)", "lines"),
+    (HELDOUT_RESPONSES, "each held-out evaluation's greedy responses, a row per task",
+     "lines"),
+    (SUMMARY, "the run's summary (run_files' summary fields)", "file"),
+    (LEDGER, "one hash chain over every record above (run_ledger.py)", "chain"),
+    (REPORT, "the report, with its *.png (eval/report.py)", "not covered"),
+)
+# The files whose every line gets a ledger entry, and those entered whole when written.
+LEDGERED_LINES = tuple(n for n, _, how in WORKDIR_FILES if how == "lines")
+LEDGERED_FILES = tuple(n for n, _, how in WORKDIR_FILES if how == "file")
+
+
+def workdir_listing(indent: int = 2) -> str:
+  """WORKDIR_FILES as the aligned lines of a docstring."""
+  width = max(len(n) for n, _, _ in WORKDIR_FILES) + 2
+  out = []
+  for n, what, how in WORKDIR_FILES:
+    text = what + ("" if how == "not covered" else f" [audit: {how}]")
+    lines = textwrap.wrap(text, 88 - indent - width)
+    out.append(" " * indent + f"{n:<{width}}{lines[0]}")
+    out.extend(" " * (indent + width) + l for l in lines[1:])
+  return "\n".join(out)
 
 
 def eval_file(step: int) -> str:
@@ -78,6 +104,8 @@ CHANGED_FIELD, OLD_VALUE, NEW_VALUE = "field", "old", "new"
 # ---- a checkpoint's metadata (train.py writes it; resume and audit.py check it)
 
 HISTORY_HEAD = "history_head"   # hash of the last history record it covers (history.py)
+LEDGER_LEN = "ledger_len"       # records_ledger.jsonl entries up to its own (run_ledger.py)
+LEDGER_HEAD = "ledger_head"     # the hash of the last of them
 
 # ---- vocabularies
 

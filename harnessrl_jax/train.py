@@ -12,22 +12,15 @@ The module reads top-down: `preflight` (every refusal before a model loads), `bu
 `Progress`), `train_loop` (one `step_fns.rl_step` and one evolver step per step; `due` says when
 to evaluate, checkpoint, log) and `finish` (summary and report).
 
-Everything a run writes goes under --workdir:
-  config.json               the config and its experiment part's digest, written once the
-                            start passed its checks (another experiment is refused once
-                            the run has a checkpoint; operational fields may change:
-                            docs/operational.md)
-  config_changes.jsonl      each operational field changed on a resume, with its step
-  checkpoints/, memory/     Orbax checkpoints and the memory at each (run/checkpoint.py)
-  harness_history.jsonl     every applied harness operation, hash-chained; each
-                            checkpoint stores the chain head (harness/history.py)
-  evolver_candidates.jsonl  every measured candidate, accepted or not
-  metrics.jsonl, tb/        one row per step; TensorBoard scalars
-  oracle_groups.jsonl       the groups (task, J responses, rewards) of every
-                            train.oracle_groups_every-th step, for
-                            `python -m harnessrl_jax.eval --groups=...` (eval/oracle.py)
-  summary.json              held-out score at start and end, update counts, cost split
-  report.md, *.png          the run's report (eval/report.py)
+Everything a run writes goes under --workdir (run_files.WORKDIR_FILES; "audit" says how
+`python -m harnessrl_jax.audit` covers each):
+{workdir_files}
+--workdir is checked before any model loads: a file, a path under a file, a directory
+this process cannot write, or the workdir of a run with another experiment is refused in
+one line. With --audit_key_file (or the file the environment variable
+HARNESSRL_AUDIT_KEY_FILE names) every ledger entry is an HMAC under that key, so without
+the key no rewrite of the run's records passes the audit (docs/operational.md, "Auditing a
+run"); the key is never written into the workdir or the log.
 Rerunning with the same workdir resumes from the last complete checkpoint; what the
 interrupted run wrote after it is dropped, and on CPU the resumed run ends bit-identical
 to an uninterrupted one (tests/run/test_train_resume.py).
@@ -48,6 +41,7 @@ import logging as std_logging
 import math
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -59,7 +53,7 @@ from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from harnessrl_jax import cli, harness, run_files
+from harnessrl_jax import cli, harness, run_files, run_ledger
 from harnessrl_jax.run.checkpoint import (RunCheckpoints, config_text, guard_config,
                                       record_config, restore_target, run_key_of,
                                       state_tree)
@@ -87,6 +81,8 @@ from harnessrl_jax.rollout.texts import TextSampler
 from harnessrl_jax.run import cluster, metrics
 from harnessrl_jax.run import step as step_fns
 from harnessrl_jax.run.config import TrainConfig
+
+__doc__ = __doc__.replace("{workdir_files}", run_files.workdir_listing())
 
 
 def due(n: int, every: int, total: int) -> bool:
@@ -142,6 +138,32 @@ def check_judge(judge_cfg, *, timeout_s: float = 5.0) -> None:
     except (OSError, ValueError) as e:
       raise ConfigError(f"{field} {address!r}: cannot connect ({e}); start `python -m "
                         "harnessrl_jax.serve` first or fix the address") from None
+
+
+def check_workdir(workdir: str) -> None:
+  """Refuses a --workdir the run could not write into, before anything loads, changing
+  nothing: an existing file, a path under a file, a directory this process cannot create
+  or write. (Another experiment's run directory is `guard_config`'s refusal.)"""
+  path = os.path.abspath(workdir)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise ConfigError(f"--workdir={workdir}: {path} is a file, not a directory; name a new "
+                      "or existing directory")
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise ConfigError(f"--workdir={workdir}: {existing} is a file, so no directory can be "
+                      f"made under it; name a directory elsewhere")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    what = "the workdir" if existing == path else f"{existing}, where it would be made,"
+    raise ConfigError(f"--workdir={workdir}: {what} is not writable by this process; "
+                      "fix its permissions or name another directory")
+  if existing != path:   # root passes os.access; a mount may still refuse (e.g. /proc)
+    try:
+      os.rmdir(tempfile.mkdtemp(prefix=".harnessrl_probe_", dir=existing))
+    except OSError as e:
+      raise ConfigError(f"--workdir={workdir}: no directory can be made in {existing} "
+                        f"({e.strerror}); name a directory elsewhere") from None
 
 
 def preflight(cfg) -> tuple[tuple[Task, ...], tuple[Task, ...]]:
@@ -283,6 +305,7 @@ def fresh_start(run: Run) -> Progress:
                  run_files.GROUPS, run_files.METRICS, run_files.HELDOUT_RESPONSES):
       if os.path.exists(os.path.join(run.workdir, name)):
         os.remove(os.path.join(run.workdir, name))
+    _ledger(run).start_over()
     run.writer.cut_back(0)   # and its TensorBoard scalars
   run.history_log.reset()
   h = run.h0
@@ -335,8 +358,14 @@ def resume(run: Run, step: int) -> Progress:
       metrics.truncate_jsonl(os.path.join(workdir, name), lambda r: r["step"] < done)
     metrics.truncate_jsonl(os.path.join(workdir, run_files.HELDOUT_RESPONSES),
                            lambda r: r["step"] <= done)   # completed steps, not 0-based
+    metrics.truncate_jsonl(os.path.join(workdir, run_files.CONFIG_CHANGES),
+                           lambda r: r["step"] <= done)   # as record_config will
+    # The ledger as the checkpoint left it, then the rows kept past it (run_ledger.py).
+    _ledger(run).resume(meta)
+    _ledger(run).sync(run_files.LEDGERED_LINES)
     metrics.restore_last_row(os.path.join(workdir, run_files.METRICS), meta["row"])
     run.writer.cut_back(done, meta["row"])   # tb/ as metrics.jsonl: each step once
+    _say_heads(run, done, meta)
   memory = run.memory
   if memory is not None:
     memory = type(memory).load(run.ckpts.memory_dir(step), run.memory_config,
@@ -350,14 +379,36 @@ def _heldout_responses_out(run: Run, step: int, result: dict[str, Any]) -> dict[
   `step`, the completed steps) rather than into the summary and every checkpoint."""
   responses = result.pop(run_files.RESPONSES)
   if cluster.is_primary():
-    with open(os.path.join(run.workdir, run_files.HELDOUT_RESPONSES), "a",
-              encoding="utf-8") as f:
-      f.writelines(json.dumps({run_files.STEP: int(step), "task_id": tid, "response": r},
-                              ensure_ascii=False) + "\n" for tid, r in responses.items())
+    run_ledger.append_jsonl(
+        os.path.join(run.workdir, run_files.HELDOUT_RESPONSES),
+        [{run_files.STEP: int(step), "task_id": tid, "response": r}
+         for tid, r in responses.items()])
   return result
 
 
-def start(run: Run) -> Progress:
+def _ledger(run: Run) -> run_ledger.Ledger:
+  """The run's records ledger (process 0's; `start` registers it)."""
+  return run_ledger.ledger_of(os.path.join(run.workdir, run_files.LEDGER))
+
+
+def _say_heads(run: Run, steps: int, meta: dict[str, Any]) -> None:
+  """The heads checkpoint `steps` stores, on the terminal and in TensorBoard: a copy kept
+  outside the workdir pins the history up to it (docs/operational.md)."""
+  if not cluster.is_primary() or run_files.LEDGER_HEAD not in meta:
+    return
+  heads = {run_files.LEDGER_HEAD: meta[run_files.LEDGER_HEAD],
+           run_files.HISTORY_HEAD: meta[run_files.HISTORY_HEAD]}
+  say(f"checkpoint {steps}: {run_files.LEDGER_HEAD} {heads[run_files.LEDGER_HEAD]} "
+      f"({meta[run_files.LEDGER_LEN]} entries), {run_files.HISTORY_HEAD} "
+      f"{heads[run_files.HISTORY_HEAD]}")
+  run.writer.heads(steps, heads)
+
+
+def start(run: Run, audit_key: bytes | None = None) -> Progress:
+  """A fresh start or a resume; process 0 appends every record through a records ledger
+  (HMAC-keyed under `audit_key`)."""
+  if cluster.is_primary():
+    run_ledger.register(run_ledger.Ledger(run.workdir, audit_key))
   latest = run.ckpts.latest()
   return fresh_start(run) if latest is None else resume(run, latest)
 
@@ -411,11 +462,14 @@ def train_loop(run: Run, p: Progress) -> Progress:
               run_files.HISTORY_HEAD: run.history_log.head,
               "harness": harness.canonical(h), "last_draw": list(rec.task_indices),
               "summary": json_safe(summary), "row": json_safe(row)}
+      if cluster.is_primary():   # its entry pins this metadata; the heads go into it
+        meta = _ledger(run).checkpoint(n, meta)
       run.ckpts.save(n, state_tree(state, p.run_key), meta, memory=p.memory,
                      heldout_reward=None if heldout is None else heldout["score"])
       row = _with_endpoints(run, metrics.step_row(
           rec, elog, evolver_s=evolver_s, mounted=mounted, heldout=heldout,
           heldout_s=heldout_s, checkpoint_s=time.perf_counter() - t1))
+      _say_heads(run, n, meta)
     if run.writer is not None:
       run.writer.write(json_safe(row))
     if due(n, t.log_every, total):
@@ -437,24 +491,27 @@ def finish(run: Run, p: Progress) -> dict[str, Any]:
           f"{summary['harness_digest']} params_sha256 {summary['params_sha256']}", flush=True)
   if not cluster.is_primary():
     return summary
-  with open(os.path.join(run.workdir, run_files.SUMMARY), "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=2, sort_keys=True)
+  run_ledger.write_text(os.path.join(run.workdir, run_files.SUMMARY),
+                        json.dumps(summary, indent=2, sort_keys=True))
   print(metrics.summary_table(summary), flush=True)
   print(f"({run.workdir}/{run_files.SUMMARY})", flush=True)
   print(f"report: {report.write_report(run.workdir)}", flush=True)
   return summary
 
 
-def run(cfg, workdir: str) -> dict[str, Any]:
+def run(cfg, workdir: str, *, audit_key_file: str | None = None) -> dict[str, Any]:
   """Trains (or resumes) the run in `workdir`; returns its summary. On several processes
-  every process calls this (after `cluster.initialize`) and gets the same summary."""
-  workdir = os.path.abspath(workdir)
+  every process calls this (after `cluster.initialize`) and gets the same summary.
+  `audit_key_file` (else the file run_ledger.KEY_ENV names, else none) keys the ledger."""
+  shown_workdir, workdir = workdir, os.path.abspath(workdir)
   # A collective: every process must pass it, so it comes before any refusal of one.
   cluster.check_consistent(cluster.run_digests(config_text(cfg)))
+  check_workdir(shown_workdir)   # reads only, as the two below
   guard_config(cfg, workdir)   # reads only: a start refused before its first step
   train_tasks, heldout_tasks = preflight(cfg)   # leaves no config.json to refuse the next
+  audit_key = run_ledger.key_from(audit_key_file, workdir)
   parts = build_run(cfg, workdir, train_tasks, heldout_tasks)
-  progress = start(parts)
+  progress = start(parts, audit_key)
   # Checkpoints follow >= 1 steps: step 0 is a fresh start, any other a resume.
   for line in record_config(cfg, workdir, resumed_at=progress.step or None):
     say(line)
@@ -497,6 +554,10 @@ def say(text: str) -> None:
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "The experiment's config file, e.g. configs/tiny.py.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "The directory the run writes into.")
+_AUDIT_KEY_FILE = flags.DEFINE_string(
+    "audit_key_file", None, "A file (outside the workdir) holding a secret of >= 16 bytes: "
+    f"the records ledger's entries become HMACs under it. Default: the file ${run_ledger.KEY_ENV} "
+    "names, else none (a keyless chain).")
 cluster.define_flags()
 
 
@@ -513,7 +574,7 @@ def main(argv):
   if spec.multi:
     print(f"process {jax.process_index()}/{jax.process_count()} joined ({spec.source}): "
           f"{jax.local_device_count()} local of {jax.device_count()} devices", flush=True)
-  run(_CONFIG.value, _WORKDIR.value)
+  run(_CONFIG.value, _WORKDIR.value, audit_key_file=_AUDIT_KEY_FILE.value)
 
 
 if __name__ == "__main__":

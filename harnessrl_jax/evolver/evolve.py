@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -64,6 +63,7 @@ from harnessrl_jax.judges.grading import grade
 from harnessrl_jax.judges.judge import JudgeError
 from harnessrl_jax.memory.time_index import make_draw
 from harnessrl_jax.rollout.texts import Resample
+from harnessrl_jax.run_ledger import append_jsonl
 
 ROUTE_ORDER = ("rubric", "guidance", "sampling")
 
@@ -102,12 +102,6 @@ def attribution_rows(step: int, attributions: Sequence[TaskAttribution]
            "label": lab.label, "confidence": round(float(lab.confidence), 6),
            "backend": att.backend, "signals": dict(lab.signals)}
           for att in attributions for lab in att.labels]
-
-
-def _append_jsonl(path: str, rows: Sequence[dict[str, Any]]) -> None:
-  with open(path, "a", encoding="utf-8") as f:
-    for r in rows:
-      f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 class CriticError(JudgeError):
@@ -307,9 +301,9 @@ class Evolver:
     if memory is not None:
       memory.sync_rubrics(h)
     if self.candidate_log:
-      _append_jsonl(self.candidate_log, [r.to_json() for r in records])
+      append_jsonl(self.candidate_log, [r.to_json() for r in records])
     if self.attribution_log:
-      _append_jsonl(self.attribution_log, attribution_rows(step, attributions))
+      append_jsonl(self.attribution_log, attribution_rows(step, attributions))
     self._check_critic(step, tally["critic"].cost.unscored, records)
     return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
                       {role: t.to_json() for role, t in tally.items()})

@@ -22,9 +22,9 @@ breaks the next line's prev. For a line written here and not edited since, the h
 text is the line itself with its `"hash":"<hex>",` member cut out. The driver stores the
 chain head (the last hash) with each checkpoint (train.py) and checks it on resume;
 `python -m harnessrl_jax.audit` checks the chain, the heads and the replay. A rewrite that
-recomputes every hash after line n is caught by the first checkpoint head past n (as far
-as the checkpoints themselves are trusted), not before: records after the last checkpoint
-are covered by the chain alone.
+recomputes every hash after line n is caught by the first checkpoint head past n, and
+every line also enters the run's records ledger (run_ledger.py), which pins each
+checkpoint's metadata and, under an audit key, cannot be recomputed without the key.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from harnessrl_jax.errors import DataError, HarnessError
 from harnessrl_jax.harness.digest import digest, dumps
 from harnessrl_jax.harness.ops import Op, apply, op_from_json, op_to_json
 from harnessrl_jax.harness.state import Harness
+from harnessrl_jax.run_ledger import append_lines
 
 GENESIS = "0" * 64   # the `prev` of a history's first record
 _FIELDS = frozenset({"step", "op", "digest_before", "digest_after", "measurement"})
@@ -144,11 +145,8 @@ class HistoryLog:
   def append(self, record: HistoryRecord) -> HistoryRecord:
     """Chains `record` to the head, writes it and returns the chained record."""
     rec = record.chained(self.head)
-    if self.write:
-      with open(self.path, "a", encoding="utf-8") as f:
-        f.write(dumps(rec.to_json()) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    if self.write:   # through the run's records ledger, when its workdir has one
+      append_lines(self.path, [dumps(rec.to_json())])
     self.head = rec.hash
     return rec
 

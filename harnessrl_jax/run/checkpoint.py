@@ -8,7 +8,9 @@
   WORKDIR/config_changes.jsonl each operational field a resume changed, with its step
   WORKDIR/checkpoints/<step>/  Orbax: `state` (params, optimiser state, counters, run key)
                                and `meta` (JSON: harness digest and canonical form, history
-                               length and chain head, data order, running summary)
+                               length and chain head, data order, running summary, and
+                               the records ledger's length and head after the entry that
+                               pins this metadata: run_ledger.py)
   WORKDIR/memory/<step>/       the evolver memory at that checkpoint (memory/store.py)
 
 On several processes (run/cluster.py) all of them save and restore each checkpoint
@@ -40,6 +42,7 @@ from harnessrl_jax.run import cluster, metrics
 from harnessrl_jax.run.identity import (config_tree, differences, experiment_digest,
                                            shown)
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.run_ledger import append_jsonl, write_text
 
 METRIC = "heldout_reward"
 
@@ -143,8 +146,7 @@ def _record(tree: dict[str, Any], digest: str, path: str, changes_path: str,
     metrics.truncate_jsonl(changes_path, lambda r: r[run_files.STEP] <= resumed_at)
     rows = [{run_files.STEP: resumed_at, run_files.CHANGED_FIELD: c.field,
              run_files.OLD_VALUE: c.old, run_files.NEW_VALUE: c.new} for c in diff]
-    with open(changes_path, "a", encoding="utf-8") as f:
-      f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    append_jsonl(changes_path, rows)   # each row enters the run's records ledger
     lines += [f"config.{c} from step {resumed_at} on (operational; "
               f"{run_files.CONFIG_CHANGES})" for c in diff]
   _write_json(path, {run_files.EXPERIMENT_SHA256: digest, run_files.CONFIG_TREE: tree})
@@ -152,14 +154,9 @@ def _record(tree: dict[str, Any], digest: str, path: str, changes_path: str,
 
 
 def _write_json(path: str, obj: Any) -> None:
-  """Writes `obj` to `path` atomically (a kill leaves the old file or the new one)."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(obj, f, indent=1, sort_keys=True)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  """Writes `obj` to `path` atomically (a kill leaves the old file or the new one), through
+  the run's records ledger when it has one."""
+  write_text(path, json.dumps(obj, indent=1, sort_keys=True))
 
 
 def state_tree(state, run_key: jax.Array) -> dict[str, Any]:

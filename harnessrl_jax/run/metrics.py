@@ -28,6 +28,7 @@ import numpy as np
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.eval import oracle
 from harnessrl_jax.judges.score_matrix import Unscored
+from harnessrl_jax.run_ledger import append_jsonl
 
 
 def _crc32c_table() -> list[int]:
@@ -76,16 +77,29 @@ def _bytes_field(num: int, payload: bytes) -> bytes:
   return _field(num, 2) + _varint(len(payload)) + payload
 
 
+def _text_value(tag: str, text: str) -> bytes:
+  """A Summary.Value (tag=1, tensor=8, metadata=9) holding one string for TensorBoard's text
+  plugin: TensorProto{dtype=1: DT_STRING (7), tensor_shape=2: scalar, string_val=8}."""
+  tensor = _field(1, 0) + _varint(7) + _bytes_field(2, b"") + _bytes_field(8, text.encode())
+  metadata = _bytes_field(1, _bytes_field(1, b"text"))   # plugin_data.plugin_name
+  return _bytes_field(1, tag.encode()) + _bytes_field(8, tensor) + _bytes_field(9, metadata)
+
+
 def event_bytes(wall_time: float, step: int, *, scalars: Mapping[str, float] | None = None,
+                texts: Mapping[str, str] | None = None,
                 file_version: str | None = None) -> bytes:
   """One serialised tensorflow.Event (wall_time=1, step=2, file_version=3, summary=5)."""
   out = _field(1, 1) + struct.pack("<d", wall_time) + _field(2, 0) + _varint(step)
   if file_version is not None:
     out += _bytes_field(3, file_version.encode())
+  values = b""
   if scalars:
-    values = b"".join(_bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5)
-                                   + struct.pack("<f", value))
-                      for tag, value in scalars.items())
+    values += b"".join(_bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5)
+                                    + struct.pack("<f", value))
+                       for tag, value in scalars.items())
+  if texts:
+    values += b"".join(_bytes_field(1, _text_value(tag, text)) for tag, text in texts.items())
+  if values:
     out += _bytes_field(5, values)
   return out
 
@@ -114,12 +128,19 @@ class EventWriter:
               and math.isfinite(float(v))}
     if not finite:
       return
+    self._write(event_bytes(time.time(), step, scalars=finite))
+
+  def texts(self, step: int, values: Mapping[str, str]) -> None:
+    """Text summaries (the run's ledger and history heads at a checkpoint)."""
+    self._write(event_bytes(time.time(), step, texts=values))
+
+  def _write(self, event: bytes) -> None:
     records = b""
     if not os.path.exists(self.path):
       os.makedirs(self.logdir, exist_ok=True)
       records = record_bytes(event_bytes(time.time(), 0, file_version="brain.Event:2"))
     with open(self.path, "ab") as f:
-      f.write(records + record_bytes(event_bytes(time.time(), step, scalars=finite)))
+      f.write(records + record_bytes(event))
 
 
 def read_records(path: str) -> list[bytes]:
@@ -242,13 +263,7 @@ def restore_last_row(path: str, row: Mapping[str, Any]) -> None:
       for line in f:
         last = line
   if last is None or json.loads(last).get(rf.STEP) != row[rf.STEP]:
-    _append_jsonl(path, [row])
-
-
-def _append_jsonl(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
-  with open(path, "a", encoding="utf-8") as f:
-    f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
-    f.flush()
+    append_jsonl(path, [row])
 
 
 class MetricsWriter:
@@ -263,12 +278,12 @@ class MetricsWriter:
   def write_groups(self, groups: Sequence[Mapping[str, Any]]) -> None:
     """A step's groups (`group_rows`)."""
     if groups:
-      _append_jsonl(self.groups_path, groups)
+      append_jsonl(self.groups_path, groups)
 
   def write(self, row: Mapping[str, Any], groups: Sequence[Mapping[str, Any]] = ()) -> None:
     """One step: its complete metrics row (`step_row`), and its groups if given."""
     self.write_groups(groups)
-    _append_jsonl(self.path, [row])
+    append_jsonl(self.path, [row])
     self._scalars(row)
 
   def cut_back(self, steps: int, last_row: Mapping[str, Any] | None = None) -> None:
@@ -279,6 +294,12 @@ class MetricsWriter:
     kept = truncate_events(self.events.logdir, steps)
     if last_row is not None and int(last_row[rf.STEP]) not in kept:
       self._scalars(last_row)
+
+  def heads(self, steps: int, heads: Mapping[str, str]) -> None:
+    """The chain heads a checkpoint after `steps` completed steps stores, as TensorBoard
+    text at step `steps` (a copy kept outside the workdir pins the history); a resume
+    from that checkpoint drops them with the later steps and writes them again."""
+    self.events.texts(int(steps), {f"audit/{k}": v for k, v in heads.items()})
 
   def _scalars(self, row: Mapping[str, Any]) -> None:
     """A row's numbers as TensorBoard scalars: nested fields as `field/key/...` tags."""
