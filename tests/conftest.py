@@ -1,7 +1,7 @@
 """Test-wide environment: 8 fake CPU devices for sharding tests, no hub access, fp32 matmuls,
 one persistent compilation cache for the whole run, and the `slow` tier.
 
-`@pytest.mark.slow` marks what CI's budget (15 minutes on 2 cores) leaves out: the second and
+`@pytest.mark.slow` marks what CI's budget (~25 minutes on 2 cores) leaves out: the second and
 later variants of a parity family whose first variant covers the same code path, and runs
 that take minutes. They run with HARNESSRL_SLOW_TESTS=1 (`HARNESSRL_SLOW_TESTS=1 bash
 launch/test.sh`), as the whole suite before a release should."""
@@ -82,7 +82,7 @@ def jitted_forward(model):
 
 
 SLOW = os.environ.get("HARNESSRL_SLOW_TESTS") == "1"
-_SLOW_REASON = "slow tier, outside CI's 15-minute budget (HARNESSRL_SLOW_TESTS=1 runs it)"
+_SLOW_REASON = "slow tier, outside CI's ~25-minute budget (HARNESSRL_SLOW_TESTS=1 runs it)"
 
 
 def skip_unless_slow(covered_by: str) -> None:
@@ -100,7 +100,7 @@ def pytest_configure(config):
 # pytest-xdist (--dist loadfile) hands whole files to the workers in collection order; the
 # longest files (measured 2026-12-02) go first, so that no worker ends the run alone with one
 # of them (alphabetical order left one worker ~60 s behind the other in a simulation).
-LONGEST_FIRST = ("test_experiment.py", "test_train_resume.py", "test_models_gemma4.py",
+LONGEST_FIRST = ("test_evolver_llm_jetstream.py", "test_experiment.py", "test_train_resume.py", "test_models_gemma4.py",
                  "test_models_parity.py", "test_rl_train_step.py", "test_models_smollm2.py",
                  "test_models_sharding.py", "test_rollout_sampler.py",
                  "test_judges_logit_verdict.py", "test_serving_jetstream.py")
