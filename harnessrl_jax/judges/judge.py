@@ -113,102 +113,87 @@ class Judge:
     Raises:
       JudgeError: the failed share passed settings.max_unscored_share.
     """
-    crits = [tuple(t.criteria) for t in tasks] if criteria is None else [tuple(c) for c in criteria]
-    if len(crits) != len(tasks) or len(responses) != len(tasks):
-      raise HarnessError(f"judge: {len(tasks)} tasks, {len(responses)} response groups and "
-                         f"{len(crits)} rubrics; they must match")
+    crits = _rubrics(tasks, responses, criteria)
     num_j = len(responses[0]) if tasks else 0
-    for t, group in enumerate(responses):
-      if len(group) != num_j:
-        raise HarnessError(f"judge: task {t} has {len(group)} responses, task 0 has {num_j}")
-    num_t, num_k = len(tasks), max((len(c) for c in crits), default=0)
-    scores = np.zeros((num_t, num_k, num_j), np.float32)
-    scored = np.zeros((num_t, num_k, num_j), bool)
-    weights = np.zeros((num_t, num_k), np.float32)
-    mask = np.zeros((num_t, num_k), bool)
-    raw = [[[""] * num_j for _ in range(num_k)] for _ in range(num_t)]
-    unscored = {UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_PARSE: 0,
-                UNSCORED_REFUSED: 0}
-    errors: list[str] = []
-    program_cells = cache_hits = 0
-    # key -> (judge request, cells waiting for it)
-    pending: dict[str, tuple[tuple[Message, ...], list[tuple[int, int, int]]]] = {}
-
+    tally = _Tally.empty(len(tasks), max((len(c) for c in crits), default=0), num_j)
     for t, task in enumerate(tasks):
       for k, crit in enumerate(crits[t]):
-        weights[t, k], mask[t, k] = crit.weight, True
+        tally.weights[t, k], tally.mask[t, k] = crit.weight, True
         for j, response in enumerate(responses[t]):
-          if self.use_checks and crit.check is not None:
-            verdict = checks.run_check(crit.check, response, prompt=task.user_text)
-            scores[t, k, j], scored[t, k, j] = float(verdict), True
-            raw[t][k][j] = f"check {crit.check.type}: {str(bool(verdict)).lower()}"
-            program_cells += 1
-            continue
-          if self.client is None:
-            unscored[UNSCORED_NO_CHECK] += 1
-            raw[t][k][j] = "unscored: no programmatic check and no LLM backend"
-            continue
-          messages = prompt_lib.judge_messages(task.prompt, crit, response)
-          key = cache_key(self.identity, messages)
-          hit = self.cache.get(key)
-          if hit is not None:
-            scores[t, k, j], scored[t, k, j] = float(hit[0]), True
-            raw[t][k][j] = hit[1]
-            cache_hits += 1
-            continue
-          failed = self.failed.get(key)
-          if failed is not None and (failed[0] == UNSCORED_REFUSED
-                                     or failed[1] >= REQUEST_CALLS):
-            unscored[failed[0]] += 1
-            raw[t][k][j] = (f"unscored: {failed[0]}: not sent again, the request failed in "
-                            f"{failed[1]} earlier call(s)")
-            errors.append(raw[t][k][j])
-            continue
-          pending.setdefault(key, (messages, []))[1].append((t, k, j))
-
+          self._decide_or_queue(tally, (t, k, j), task, crit, response)
     if self.verdict_client is not None:
-      outcomes, requests = self._ask_verdicts(pending)
+      outcomes, requests = self._ask_verdicts(tally.pending)
     else:
-      outcomes, requests = self._ask_text(pending)
-    for key, (_, cells) in pending.items():
+      outcomes, requests = self._ask_text(tally.pending)
+    self._settle(tally, outcomes)
+    matrix = tally.matrix(requests)
+    if check_limit:
+      self._check_unscored(matrix, tally.errors)
+    return matrix
+
+  def _decide_or_queue(self, tally: _Tally, cell: tuple[int, int, int], task: Task,
+                       crit: Criterion, response: str) -> None:
+    """Decides one cell from its check, the verdict cache or an earlier failure, or
+    queues its request in `tally.pending` (merged with identical requests)."""
+    if self.use_checks and crit.check is not None:
+      verdict = checks.run_check(crit.check, response, prompt=task.user_text)
+      tally.set(cell, float(verdict), f"check {crit.check.type}: {str(bool(verdict)).lower()}")
+      tally.program_cells += 1
+      return
+    if self.client is None:
+      tally.unscored[UNSCORED_NO_CHECK] += 1
+      tally.set(cell, None, "unscored: no programmatic check and no LLM backend")
+      return
+    messages = prompt_lib.judge_messages(task.prompt, crit, response)
+    key = cache_key(self.identity, messages)
+    hit = self.cache.get(key)
+    if hit is not None:
+      tally.set(cell, float(hit[0]), hit[1])
+      tally.cache_hits += 1
+      return
+    failed = self.failed.get(key)
+    if failed is not None and (failed[0] == UNSCORED_REFUSED or failed[1] >= REQUEST_CALLS):
+      tally.unscored[failed[0]] += 1
+      text = (f"unscored: {failed[0]}: not sent again, the request failed in "
+              f"{failed[1]} earlier call(s)")
+      tally.set(cell, None, text)
+      tally.errors.append(text)
+      return
+    tally.pending.setdefault(key, (messages, []))[1].append(cell)
+
+  def _settle(self, tally: _Tally, outcomes) -> None:
+    """Writes each pending request's outcome to its cells; caches verdicts and records
+    failures (`self.failed`) by cause."""
+    for key, (_, cells) in tally.pending.items():
       outcome = outcomes[key]
       if isinstance(outcome, ServerError):
         verdict, text = None, f"unscored: {outcome}"
         cause = failure_cause(outcome)
-        errors.append(str(outcome))
+        tally.errors.append(str(outcome))
       else:
         verdict, text = outcome
         cause = UNSCORED_PARSE if verdict is None else ""   # unparseable after the retries
       if cause:
-        unscored[cause] += len(cells)
+        tally.unscored[cause] += len(cells)
         self.failed.add(key, cause)
       else:
         self.cache.put(key, verdict, text)
         self.failed.discard(key)
-      for t, k, j in cells:
-        raw[t][k][j] = text
-        if verdict is not None:
-          scores[t, k, j], scored[t, k, j] = float(verdict), True
+      for cell in cells:
+        tally.set(cell, None if verdict is None else float(verdict), text)
 
-    stats = JudgeStats(cells=int(mask.sum()) * num_j, program_cells=program_cells,
-                       cache_hits=cache_hits, requests=requests,
-                       unscored=tuple(sorted((r, n) for r, n in unscored.items() if n)))
-    for array in (scores, scored, weights, mask):
-      array.setflags(write=False)  # verdicts cross module boundaries read-only
-    matrix = ScoreMatrix(scores=scores, scored=scored, weights=weights, criterion_mask=mask,
-                         raw=tuple(tuple(tuple(row) for row in crit_rows) for crit_rows in raw),
-                         stats=stats)
+  def _check_unscored(self, matrix: ScoreMatrix, errors: list[str]) -> None:
+    """Raises JudgeError when the failed share passes settings.max_unscored_share."""
     # Cells no backend of this judge can score (no check, no LLM) are unscored by design
     # and masked out of the reward; the limit is on cells the judge tried and failed.
-    failures = stats.failures
-    if check_limit and failures.share > self.settings.max_unscored_share:
+    failures = matrix.stats.failures
+    if failures.share > self.settings.max_unscored_share:
       first = f"; first error: {errors[0]}" if errors else ""
       raise JudgeError(
           f"judge {self.identity}: {failures.describe()}{first}. That is more than "
           f"judge.max_unscored_share={self.settings.max_unscored_share:g}: check that the "
           "judge server is up and answers in the JSON format, or raise "
           "judge.max_unscored_share.", failures)
-    return matrix
 
   def _ask_text(self, pending) -> tuple[dict[str, ServerError | tuple[bool | None, str]], int]:
     """Text answers for every pending request: key -> ServerError or (verdict or None if
@@ -246,3 +231,65 @@ class Judge:
     outcomes = {key: r if isinstance(r, ServerError) else (r.met, r.raw)
                 for key, r in zip(keys, results)}
     return outcomes, len(keys)
+
+
+def _rubrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]],
+             criteria: Sequence[Sequence[Criterion]] | None) -> list[tuple[Criterion, ...]]:
+  """Each task's criteria (its own rubric unless `criteria` is given); raises HarnessError
+  unless tasks, response groups and rubrics match and every task has the same J."""
+  crits = [tuple(t.criteria) for t in tasks] if criteria is None else [tuple(c) for c in criteria]
+  if len(crits) != len(tasks) or len(responses) != len(tasks):
+    raise HarnessError(f"judge: {len(tasks)} tasks, {len(responses)} response groups and "
+                       f"{len(crits)} rubrics; they must match")
+  num_j = len(responses[0]) if tasks else 0
+  for t, group in enumerate(responses):
+    if len(group) != num_j:
+      raise HarnessError(f"judge: task {t} has {len(group)} responses, task 0 has {num_j}")
+  return crits
+
+
+@dataclasses.dataclass
+class _Tally:
+  """What one `Judge.score` call has decided so far, cell by cell ([T, K, J] arrays), and
+  the requests still to send: key -> (judge request, cells waiting for it)."""
+
+  scores: np.ndarray
+  scored: np.ndarray
+  weights: np.ndarray
+  mask: np.ndarray
+  raw: list[list[list[str]]]
+  unscored: dict[str, int]
+  errors: list[str] = dataclasses.field(default_factory=list)
+  program_cells: int = 0
+  cache_hits: int = 0
+  pending: dict[str, tuple[tuple[Message, ...], list[tuple[int, int, int]]]] = (
+      dataclasses.field(default_factory=dict))
+
+  @classmethod
+  def empty(cls, num_t: int, num_k: int, num_j: int) -> _Tally:
+    return cls(scores=np.zeros((num_t, num_k, num_j), np.float32),
+               scored=np.zeros((num_t, num_k, num_j), bool),
+               weights=np.zeros((num_t, num_k), np.float32),
+               mask=np.zeros((num_t, num_k), bool),
+               raw=[[[""] * num_j for _ in range(num_k)] for _ in range(num_t)],
+               unscored={UNSCORED_NO_CHECK: 0, UNSCORED_TRANSPORT: 0, UNSCORED_PARSE: 0,
+                         UNSCORED_REFUSED: 0})
+
+  def set(self, cell: tuple[int, int, int], verdict: float | None, text: str) -> None:
+    """Records a cell's raw text and, unless `verdict` is None, its score."""
+    t, k, j = cell
+    self.raw[t][k][j] = text
+    if verdict is not None:
+      self.scores[t, k, j], self.scored[t, k, j] = verdict, True
+
+  def matrix(self, requests: int) -> ScoreMatrix:
+    """The read-only ScoreMatrix of the decided cells."""
+    stats = JudgeStats(cells=int(self.mask.sum()) * self.scores.shape[2],
+                       program_cells=self.program_cells, cache_hits=self.cache_hits,
+                       requests=requests,
+                       unscored=tuple(sorted((r, n) for r, n in self.unscored.items() if n)))
+    for array in (self.scores, self.scored, self.weights, self.mask):
+      array.setflags(write=False)  # verdicts cross module boundaries read-only
+    raw = tuple(tuple(tuple(row) for row in crit_rows) for crit_rows in self.raw)
+    return ScoreMatrix(scores=self.scores, scored=self.scored, weights=self.weights,
+                       criterion_mask=self.mask, raw=raw, stats=stats)

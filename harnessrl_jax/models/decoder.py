@@ -25,6 +25,9 @@ Functional use: `graphdef, params = nnx.split(model)`; `nnx.merge(graphdef, para
 
 from __future__ import annotations
 
+import dataclasses
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -68,6 +71,82 @@ def _ring_allowed(slot_mask: jax.Array, new_mask: jax.Array, index: jax.Array,
   offset = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]   # query - key, in slots
   new = ((offset >= 0) & (offset < window))[None] & new_mask[:, None, :]
   return jnp.concatenate([old, new], axis=-1)
+
+
+class _Slots(NamedTuple):
+  """Where a forward's queries and keys sit: query [T] and key [S] slot numbers, and which
+  key slots hold real tokens, key_mask [B,S]."""
+  query: jax.Array
+  key: jax.Array
+  key_mask: jax.Array
+
+
+@dataclasses.dataclass
+class _Caches:
+  """The cache arrays one forward threads through its layers (all None without a cache),
+  and how many layers of each cache kind have used theirs so far: KV (full), ring and
+  linear state are each indexed by their own layers; KV-shared layers (Gemma 4) own none,
+  they read the keys their source layer returned."""
+  k: jax.Array | None = None
+  v: jax.Array | None = None
+  ring_k: jax.Array | None = None
+  ring_v: jax.Array | None = None
+  linear: list | None = None
+  mask: jax.Array | None = None    # [B,S] after this call's tokens are written
+  index: jax.Array | None = None   # the first slot this call writes
+  decode: bool = False             # a DecodeCache (the decode layouts)
+  ring: bool = False               # sliding layers keep window-sized rings
+  n_full: int = 0
+  n_ring: int = 0
+  n_linear: int = 0
+
+  @property
+  def cached(self) -> bool:
+    return self.index is not None
+
+  def run_layer(self, run, graphdef, state, x, layer_inputs, layer_type: str, shared: bool,
+                extra):
+    """One unstacked layer with its cache (read and updated here): (x, the keys it read,
+    or None for linear attention and KV-shared layers)."""
+    ringed = self.ring and layer_type == "sliding_attention"
+    if layer_type == "linear_attention":
+      layer_cache = None if not self.cached else self.linear[self.n_linear]
+      x, new_state, _ = run(graphdef, state, x, *layer_inputs, layer_cache)
+      if self.cached:
+        self.linear[self.n_linear] = new_state
+      self.n_linear += 1
+      return x, None
+    if shared:
+      kv = None if not self.cached else (None, None, 0, self.index, self.decode, ringed)
+      x, _, _ = run(graphdef, state, x, *layer_inputs, kv, extra)
+      return x, None
+    if ringed:
+      x, (self.ring_k, self.ring_v), keys = run(
+          graphdef, state, x, *layer_inputs,
+          (self.ring_k, self.ring_v, self.n_ring, self.index, self.decode, True), extra)
+      self.n_ring += 1
+      return x, keys
+    kv = None if not self.cached else (self.k, self.v, self.n_full, self.index, self.decode,
+                                       False)
+    x, new_kv, keys = run(graphdef, state, x, *layer_inputs, kv, extra)
+    if new_kv is not None:
+      self.k, self.v = new_kv
+    self.n_full += 1
+    return x, keys
+
+
+def _open_caches(cache: KVCache | DecodeCache | None, attention_mask: jax.Array,
+                 t: int) -> tuple[_Slots, _Caches]:
+  """The slots of a forward of `t` new tokens and its cache state: without a cache the
+  tokens are slots 0..t-1; with one they are written at [index, index+t)."""
+  if cache is None:
+    return _Slots(jnp.arange(t), jnp.arange(t), attention_mask), _Caches()
+  index = cache.index
+  new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
+  slots = _Slots(index + jnp.arange(t), jnp.arange(cache.max_len), new_mask)
+  return slots, _Caches(k=cache.k, v=cache.v, ring_k=cache.ring_k, ring_v=cache.ring_v,
+                        linear=list(cache.linear), mask=new_mask, index=index,
+                        decode=isinstance(cache, DecodeCache), ring=cache.ring_k is not None)
 
 
 class Decoder(nnx.Module):
@@ -135,119 +214,120 @@ class Decoder(nnx.Module):
 
   def _forward(self, tokens, positions, attention_mask, cache: KVCache | DecodeCache | None,
                layer_params: list[nnx.State] | None = None, allowed: jax.Array | None = None):
+    """(final-norm hidden states, the updated cache or None): embed, build each layer
+    type's RoPE tables and mask, run the layers (a list, a scan, or a scan over groups)."""
     cfg = self.cfg
-    if allowed is not None and (cache is not None or not self.attends_fully()):
-      raise ConfigError("an explicit attention mask (shared-prompt packing) needs a forward "
-                        "without a cache and a model whose layers are all full attention; "
-                        f"this one has {sorted(set(cfg.layer_types))}")
-    dtype = jnp.dtype(cfg.dtype)
+    self._check_packed_mask(cache, allowed)
     tokens = jnp.asarray(tokens, jnp.int32)
     attention_mask = jnp.asarray(attention_mask, bool)
     t = tokens.shape[1]
-    x = jnp.take(self.embed_tokens[...], tokens, axis=0)
-    if cfg.gemma_style:
-      # HF scales in the embedding's dtype, by sqrt(hidden) rounded to that dtype.
-      x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
-    x = sharding.constrain_rows(x.astype(dtype))
+    x = self._embed(tokens)
     per_layer = None if self.per_layer_inputs is None else self.per_layer_inputs(tokens, x)
     positions = jnp.asarray(positions, jnp.int32)
-    ring = cache is not None and cache.ring_k is not None
-    if cache is None:
-      query_slots, key_slots, key_mask = jnp.arange(t), jnp.arange(t), attention_mask
-      new_mask = index = k_cache = v_cache = ring_k = ring_v = None
-      decode = False
-    else:
-      decode = isinstance(cache, DecodeCache)
-      index = cache.index
-      new_mask = jax.lax.dynamic_update_slice(cache.mask, attention_mask, (0, index))
-      query_slots, key_slots, key_mask = index + jnp.arange(t), jnp.arange(cache.max_len), new_mask
-      k_cache, v_cache, ring_k, ring_v = cache.k, cache.v, cache.ring_k, cache.ring_v
-    # Per layer type: (cos, sin, allowed [B,T,S]; a ring's [B,T,W+T]).
-    causal = key_slots[None, :] <= query_slots[:, None]
+    slots, caches = _open_caches(cache, attention_mask, t)
     types = sorted(set(cfg.layer_types) - {"linear_attention"})
-    inputs = {"linear_attention": (None, None, attention_mask)}
-    for layer_type in types:
-      rope = layers.rope_cos_sin(positions, layers.rope_inv_freq(cfg, layer_type), dtype)
-      near = causal
-      if layer_type == "sliding_attention" and ring:
-        inputs[layer_type] = (*rope, _ring_allowed(new_mask, attention_mask, index,
-                                                   cfg.sliding_window))
-        continue
-      if layer_type == "sliding_attention":
-        near = causal & (key_slots[None, :] > query_slots[:, None] - cfg.sliding_window)
-      inputs[layer_type] = (*rope, near[None] & key_mask[:, None, :] if allowed is None
-                            else allowed)
+    inputs = self._layer_inputs(types, positions, attention_mask, slots, caches, allowed)
     # Remat only pays in a backward pass. A cached forward (rollout, serving, the logit
     # judge's prefixes) is never differentiated, and its cache tuple carries Python
     # flags (layer index, decode, ring) that jax.checkpoint would turn into tracers.
     remat = cfg.remat and cache is None
     run = jax.checkpoint(_run_block, static_argnums=(0,)) if remat else _run_block
-    linear = None if cache is None else list(cache.linear)
-    if ring and layer_params is None and cfg.scan_layers:
+    if caches.ring and layer_params is None and cfg.scan_layers:
       layer_params = self.layer_states()   # ring and full layers read different caches
     if layer_params is not None or not cfg.scan_layers:
-      if layer_params is not None:
-        blocks = list(zip(self._layer_graphdefs(), layer_params))
-      else:
-        blocks = [nnx.split(block) for block in self.layers]
-      # Each kind of cache is indexed by its own layers: KV (full), ring, linear state.
-      # KV-shared layers (Gemma 4) own none: they read the keys their source layer returned.
-      n_full = n_ring = n_linear = 0
-      stored = {}
-      for i, (layer_type, (graphdef, state)) in enumerate(zip(cfg.layer_types, blocks)):
-        source = cfg.kv_source(i)
-        extra = (None if per_layer is None else per_layer[:, :, i],
-                 None if source is None else stored[source])
-        ringed = ring and layer_type == "sliding_attention"
-        if layer_type == "linear_attention":
-          layer_cache = None if cache is None else linear[n_linear]
-          x, new_state, _ = run(graphdef, state, x, *inputs[layer_type], layer_cache)
-          if cache is not None:
-            linear[n_linear] = new_state
-          n_linear += 1
-        elif source is not None:
-          kv = None if cache is None else (None, None, 0, index, decode, ringed)
-          x, _, _ = run(graphdef, state, x, *inputs[layer_type], kv, extra)
-        elif ringed:
-          x, (ring_k, ring_v), keys = run(graphdef, state, x, *inputs[layer_type],
-                                          (ring_k, ring_v, n_ring, index, decode, True), extra)
-          n_ring += 1
-        else:
-          kv = None if cache is None else (k_cache, v_cache, n_full, index, decode, False)
-          x, new_kv, keys = run(graphdef, state, x, *inputs[layer_type], kv, extra)
-          if new_kv is not None:
-            k_cache, v_cache = new_kv
-          n_full += 1
-        if i in cfg.kv_store_layers:
-          stored[i] = keys
+      x = self._run_layer_list(x, inputs, run, caches, per_layer, layer_params)
     elif cfg.scan_group:
-      x, k_cache, v_cache, linear = self._scan_groups(x, inputs, run, k_cache, v_cache, linear,
-                                                      index, decode)
+      x, caches.k, caches.v, caches.linear = self._scan_groups(
+          x, inputs, run, caches.k, caches.v, caches.linear, caches.index, caches.decode)
     else:
-      graphdef, stacked = nnx.split(self.layers)
-      # Mixed attention types share the stacked weights; each layer picks its mask and RoPE
-      # tables by a per-layer index (one select per layer, not a second compiled block).
-      type_index = jnp.asarray([types.index(lt) for lt in cfg.layer_types], jnp.int32)
-      per_type = jax.tree.map(lambda *a: jnp.stack(a), *[inputs[lt] for lt in types])
-
-      def body(carry, xs):
-        x, k_cache, v_cache, layer = carry
-        state, which = xs
-        cos, sin, allowed = (inputs[types[0]] if len(types) == 1 else
-                             jax.tree.map(lambda a: a[which], per_type))
-        kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode, False)
-        x, new_kv, _ = run(graphdef, state, x, cos, sin, allowed, kv)
-        if new_kv is not None:
-          k_cache, v_cache = new_kv
-        return (x, k_cache, v_cache, layer + 1), None
-
-      (x, k_cache, v_cache, _), _ = jax.lax.scan(
-          body, (x, k_cache, v_cache, jnp.zeros((), jnp.int32)), (stacked, type_index))
+      x = self._scan_layers(x, types, inputs, run, caches)
     h = self.norm(x)
     if cache is None:
       return h, None
-    return h, cache.replace(k=k_cache, v=v_cache, mask=new_mask, index=index + t,
-                            linear=tuple(linear), ring_k=ring_k, ring_v=ring_v)
+    return h, cache.replace(k=caches.k, v=caches.v, mask=caches.mask, index=caches.index + t,
+                            linear=tuple(caches.linear), ring_k=caches.ring_k,
+                            ring_v=caches.ring_v)
+
+  def _check_packed_mask(self, cache, allowed: jax.Array | None) -> None:
+    """Refuses an explicit mask where it cannot mean what it says (cached or windowed)."""
+    if allowed is not None and (cache is not None or not self.attends_fully()):
+      raise ConfigError("an explicit attention mask (shared-prompt packing) needs a forward "
+                        "without a cache and a model whose layers are all full attention; "
+                        f"this one has {sorted(set(self.cfg.layer_types))}")
+
+  def _embed(self, tokens: jax.Array) -> jax.Array:
+    """[B,T,D] token embeddings in the activation dtype, rows split over the batch axes."""
+    cfg = self.cfg
+    x = jnp.take(self.embed_tokens[...], tokens, axis=0)
+    if cfg.gemma_style:
+      # HF scales in the embedding's dtype, by sqrt(hidden) rounded to that dtype.
+      x = x * jnp.asarray(cfg.hidden_size ** 0.5, x.dtype)
+    return sharding.constrain_rows(x.astype(jnp.dtype(cfg.dtype)))
+
+  def _layer_inputs(self, types: list[str], positions, attention_mask, slots: _Slots,
+                    caches: _Caches, allowed: jax.Array | None) -> dict[str, tuple]:
+    """Per layer type: (cos, sin, allowed [B,T,S]; a ring's [B,T,W+T]); linear attention
+    takes only the token mask."""
+    cfg = self.cfg
+    dtype = jnp.dtype(cfg.dtype)
+    causal = slots.key[None, :] <= slots.query[:, None]
+    inputs = {"linear_attention": (None, None, attention_mask)}
+    for layer_type in types:
+      rope = layers.rope_cos_sin(positions, layers.rope_inv_freq(cfg, layer_type), dtype)
+      near = causal
+      if layer_type == "sliding_attention" and caches.ring:
+        inputs[layer_type] = (*rope, _ring_allowed(caches.mask, attention_mask, caches.index,
+                                                   cfg.sliding_window))
+        continue
+      if layer_type == "sliding_attention":
+        near = causal & (slots.key[None, :] > slots.query[:, None] - cfg.sliding_window)
+      inputs[layer_type] = (*rope, near[None] & slots.key_mask[:, None, :] if allowed is None
+                            else allowed)
+    return inputs
+
+  def _run_layer_list(self, x, inputs, run, caches: _Caches, per_layer,
+                      layer_params: list[nnx.State] | None) -> jax.Array:
+    """The layers one after another: unstacked blocks, or `layer_states()` slices."""
+    cfg = self.cfg
+    if layer_params is not None:
+      blocks = list(zip(self._layer_graphdefs(), layer_params))
+    else:
+      blocks = [nnx.split(block) for block in self.layers]
+    stored = {}   # keys/values of the layers KV-shared layers read (Gemma 4)
+    for i, (layer_type, (graphdef, state)) in enumerate(zip(cfg.layer_types, blocks)):
+      source = cfg.kv_source(i)
+      extra = (None if per_layer is None else per_layer[:, :, i],
+               None if source is None else stored[source])
+      x, keys = caches.run_layer(run, graphdef, state, x, inputs[layer_type], layer_type,
+                                 source is not None, extra)
+      if i in cfg.kv_store_layers:
+        stored[i] = keys
+    return x
+
+  def _scan_layers(self, x, types: list[str], inputs, run, caches: _Caches) -> jax.Array:
+    """The stacked block run by `lax.scan`, the KV cache in the carry."""
+    cfg = self.cfg
+    index, decode = caches.index, caches.decode
+    graphdef, stacked = nnx.split(self.layers)
+    # Mixed attention types share the stacked weights; each layer picks its mask and RoPE
+    # tables by a per-layer index (one select per layer, not a second compiled block).
+    type_index = jnp.asarray([types.index(lt) for lt in cfg.layer_types], jnp.int32)
+    per_type = jax.tree.map(lambda *a: jnp.stack(a), *[inputs[lt] for lt in types])
+
+    def body(carry, xs):
+      x, k_cache, v_cache, layer = carry
+      state, which = xs
+      cos, sin, allowed = (inputs[types[0]] if len(types) == 1 else
+                           jax.tree.map(lambda a: a[which], per_type))
+      kv = None if k_cache is None else (k_cache, v_cache, layer, index, decode, False)
+      x, new_kv, _ = run(graphdef, state, x, cos, sin, allowed, kv)
+      if new_kv is not None:
+        k_cache, v_cache = new_kv
+      return (x, k_cache, v_cache, layer + 1), None
+
+    (x, caches.k, caches.v, _), _ = jax.lax.scan(
+        body, (x, caches.k, caches.v, jnp.zeros((), jnp.int32)), (stacked, type_index))
+    return x
 
   def _scan_groups(self, x, inputs, run, k_cache, v_cache, linear, index, decode):
     """The layers as a scan over repeats of `cfg.scan_group` (see the class docstring)."""

@@ -71,41 +71,43 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
   Returns:
     A DecodeOutput and the final cache. The loop exits early once every row has stopped.
   """
-  batch = first_tokens.shape[0]
-  steps = params.max_new_tokens
+  phases = _phases(apply_fn, params.max_new_tokens)
+  stop = jnp.asarray(stop_ids if stop_ids else (-1,), dtype=jnp.int32)
+  step_fn = functools.partial(_decode_step, keys=keys, params=params, stop=stop,
+                              pad_id=pad_id, constraints=constraints)
+  carry = _initial_carry(cache, first_tokens, first_positions, params.max_new_tokens, pad_id,
+                         constraints, states)
+  end = 0
+  for phase in phases:
+    if phase.steps:
+      end += phase.steps
+      if phase.enter is not None:
+        carry = (carry[0], phase.enter(carry[1])) + carry[2:]
+      carry = jax.lax.while_loop(functools.partial(_running, end),
+                                 functools.partial(step_fn, phase.apply_fn), carry)
+  _, cache, _, _, tokens, logprobs, done, lengths = carry[:8]
+  finish = jnp.where(done, FINISH_STOP, FINISH_LENGTH).astype(jnp.int32)
+  out = DecodeOutput(tokens=tokens, logprobs=logprobs, lengths=lengths, finish_reason=finish)
+  return out, cache
+
+
+def _phases(apply_fn: ApplyFn | Sequence[Phase], steps: int) -> list[Phase]:
+  """The phases to run: one phase of all `steps` for a single apply_fn; phases must add
+  up to `steps`."""
   phases = [Phase(steps, apply_fn)] if callable(apply_fn) else list(apply_fn)
   if sum(p.steps for p in phases) != steps:
     raise ValueError(f"decode phases cover {sum(p.steps for p in phases)} steps; "
                      f"max_new_tokens is {steps}")
-  stop = jnp.asarray(stop_ids if stop_ids else (-1,), dtype=jnp.int32)
-  fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+  return phases
 
-  def cond(end, carry):
-    step, done = carry[0], carry[6]
-    return (step < end) & ~jnp.all(done)
 
-  def body(model_step, carry):
-    step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry[:8]
-    logits, cache = model_step(inputs[:, None], positions[:, None],
-                               jnp.ones((batch, 1), dtype=bool), cache)
-    allowed = None
-    if constraints is not None:
-      allowed = token_mask.allowed(constraints, carry[8], steps - step)
-    tokens, logprobs = sample_tokens(logits[:, -1], fold(keys, step.astype(jnp.uint32)),
-                                     params, allowed)
-    grammar = ()
-    if constraints is not None:
-      grammar = (token_mask.advance(constraints, carry[8], tokens),)
-    active = ~done
-    tokens = jnp.where(active, tokens, pad_id)
-    logprobs = jnp.where(active, logprobs, 0.0)
-    out_tokens = jax.lax.dynamic_update_slice(out_tokens, tokens[:, None], (0, step))
-    out_logprobs = jax.lax.dynamic_update_slice(out_logprobs, logprobs[:, None], (0, step))
-    lengths = lengths + active.astype(jnp.int32)
-    done = done | (active & jnp.isin(tokens, stop))
-    return (step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done,
-            lengths) + grammar
-
+# The loop carry: (step, cache, last tokens [B], their positions [B], out_tokens [B,N],
+# out_logprobs [B,N], done [B], lengths [B]), then the constraint states [B] if any.
+def _initial_carry(cache: Any, first_tokens: jax.Array, first_positions: jax.Array,
+                   steps: int, pad_id: int, constraints: token_mask.Constraints | None,
+                   states: jax.Array | None) -> tuple:
+  """The carry before the first step: nothing sampled, no row done."""
+  batch = first_tokens.shape[0]
   carry = (
       jnp.int32(0), cache, first_tokens.astype(jnp.int32), first_positions.astype(jnp.int32),
       jnp.full((batch, steps), pad_id, dtype=jnp.int32),
@@ -115,15 +117,39 @@ def decode(apply_fn: ApplyFn | Sequence[Phase], cache: Any, first_tokens: jax.Ar
   )
   if constraints is not None:
     carry += (jnp.asarray(states, jnp.int32),)
-  end = 0
-  for phase in phases:
-    if phase.steps:
-      end += phase.steps
-      if phase.enter is not None:
-        carry = (carry[0], phase.enter(carry[1])) + carry[2:]
-      carry = jax.lax.while_loop(functools.partial(cond, end),
-                                 functools.partial(body, phase.apply_fn), carry)
-  _, cache, _, _, tokens, logprobs, done, lengths = carry[:8]
-  finish = jnp.where(done, FINISH_STOP, FINISH_LENGTH).astype(jnp.int32)
-  out = DecodeOutput(tokens=tokens, logprobs=logprobs, lengths=lengths, finish_reason=finish)
-  return out, cache
+  return carry
+
+
+def _running(end: int, carry: tuple) -> jax.Array:
+  """The loop condition: steps left in this phase and a row still sampling."""
+  step, done = carry[0], carry[6]
+  return (step < end) & ~jnp.all(done)
+
+
+def _decode_step(model_step: ApplyFn, carry: tuple, *, keys: jax.Array,
+                 params: SamplingParams, stop: jax.Array, pad_id: int,
+                 constraints: token_mask.Constraints | None) -> tuple:
+  """One step: feed the last tokens, sample the next (within the constraints), write them
+  where rows are still active, mark rows that sampled a stop token done."""
+  step, cache, inputs, positions, out_tokens, out_logprobs, done, lengths = carry[:8]
+  batch, steps = out_tokens.shape
+  fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+  logits, cache = model_step(inputs[:, None], positions[:, None],
+                             jnp.ones((batch, 1), dtype=bool), cache)
+  allowed = None
+  if constraints is not None:
+    allowed = token_mask.allowed(constraints, carry[8], steps - step)
+  tokens, logprobs = sample_tokens(logits[:, -1], fold(keys, step.astype(jnp.uint32)),
+                                   params, allowed)
+  grammar = ()
+  if constraints is not None:
+    grammar = (token_mask.advance(constraints, carry[8], tokens),)
+  active = ~done
+  tokens = jnp.where(active, tokens, pad_id)
+  logprobs = jnp.where(active, logprobs, 0.0)
+  out_tokens = jax.lax.dynamic_update_slice(out_tokens, tokens[:, None], (0, step))
+  out_logprobs = jax.lax.dynamic_update_slice(out_logprobs, logprobs[:, None], (0, step))
+  lengths = lengths + active.astype(jnp.int32)
+  done = done | (active & jnp.isin(tokens, stop))
+  return (step + 1, cache, tokens, positions + 1, out_tokens, out_logprobs, done,
+          lengths) + grammar
