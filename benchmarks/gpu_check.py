@@ -189,7 +189,7 @@ def stage_train(args) -> dict:
   graphdef, params = random_params(cfg)
   shape = flops_lib.ModelShape.of(cfg, params)
   n_params = _param_count(params)
-  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl)
+  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0)
   with_ref = float(rl.beta) > 0
   state, _ = rl_mesh.init_state(params, tx, None, ref_params=params if with_ref else None)
   del params

@@ -152,7 +152,8 @@ def worker_prepare(args, model_dir) -> dict:
   arrays = make_batch(args.batch, args.prompt_len, args.response_len, vocab)
   batch = RLBatch(old_logprobs=None, ref_logprobs=None,
                   **{k: jnp.asarray(v) for k, v in arrays.items()})
-  logp = np.asarray(ts.make_logprob_fn(ts.decoder_forward(graphdef), ts.StepConfig.from_config(rl))(
+  logp = np.asarray(ts.make_logprob_fn(ts.decoder_forward(graphdef),
+                                      ts.StepConfig.from_config(rl, temperature=1.0))(
       params, batch))
   rng = np.random.default_rng(1)
   mask = arrays["loss_mask"]
@@ -172,7 +173,7 @@ def worker_jax(args, model_dir) -> dict:
   graphdef, params, rl, ts = _jax_setup(args, model_dir)
   arrays = dict(np.load(args.batch_file))
   batch = RLBatch(**{k: jnp.asarray(v) for k, v in arrays.items()})
-  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl)
+  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0)
   state, _ = rl_mesh.init_state(params, tx)
   del params
   t = time.perf_counter()

@@ -84,8 +84,10 @@ def main() -> None:
   graphdef, params = nnx.split(loaded.model)
   j = int(cfg.rollout.num_samples)
   forward = ts.decoder_forward(graphdef)
-  tx, rows_step = ts.build_step(forward, cfg.rl, donate=False)
-  _, packed_step = ts.build_step(forward, cfg.rl, tx=tx, donate=False, group_size=j)
+  temperature = cfg.rollout.temperature
+  tx, rows_step = ts.build_step(forward, cfg.rl, temperature=temperature, donate=False)
+  _, packed_step = ts.build_step(forward, cfg.rl, temperature=temperature, tx=tx, donate=False,
+                                 group_size=j)
   state, _ = rl_mesh.init_state(params, tx, None, params)
   multiple = int(cfg.rl.prompt_pad_multiple)
   arms = ("full", "trimmed", "packed")

@@ -274,9 +274,14 @@ def _check_whole(run_dir: str, name: str, entries: list[dict]) -> str | None:
       text = f.read()
   if text is not None and rl.sha256_text(text) == entries[idx[-1]].get("sha256"):
     return None
-  if _is_tail(idx[-1:], len(entries)):
-    return (f"{name}: its last ledger entry is the ledger's last and the file is not (yet) "
-            "what it names: a kill while writing it (a crash, not an edit)")
+  # The write is atomic (run_ledger.write_text): a kill after its entry leaves the file as
+  # the entry before named it (or absent), never other content.
+  before = entries[idx[-2]].get("sha256") if len(idx) > 1 else None
+  now = None if text is None else rl.sha256_text(text)
+  if _is_tail(idx[-1:], len(entries)) and now == before:
+    return (f"{name}: its last ledger entry is the ledger's last and the file is still "
+            f"{'absent' if text is None else 'the version before'}: a kill while writing it "
+            "(a crash, not an edit)")
   what = "deleted" if text is None else "edited"
   raise AuditFailure(f"{name}: {what} since the run wrote it (ledger entry {idx[-1] + 1} "
                      "names other content)")

@@ -7,16 +7,20 @@ configs/ call `base_config()` and override fields; a field that does not exist h
 be set (the tree is locked: unknown keys and wrong types fail at start-up).
 
 Code reads a section through its frozen typed view (`RolloutConfig.from_config(cfg.rollout)`,
-...), built once where the section enters a subpackage. `validate(cfg)` builds every view
-and adds the checks that span sections or depend on the devices, and refuses a config that
-cannot run with one ConfigError listing every problem, one line each. Which fields define
-the experiment and which may change when a run resumes: run/identity.py.
+...), built once where the section enters a subpackage; each view's fields are derived from
+its section's defaults (config_view.py), so a field is written once: its default, with its
+reason, in the room's config.py. `validate(cfg)` builds every view, gathers each view's
+`problems()` and adds the checks that span sections or depend on the devices, and refuses a
+config that cannot run with one ConfigError listing every problem, one line each. Which
+fields define the experiment and which may change when a run resumes: run/identity.py.
+docs/config.md walks through all of it, and how to add a field.
 """
 
 from __future__ import annotations
 
 import ml_collections
 
+from harnessrl_jax.config_view import fits, kind
 from harnessrl_jax.errors import ConfigError, refuse
 from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig, evolver_defaults
 from harnessrl_jax.harness.config import HarnessConfig, harness_defaults
@@ -52,32 +56,6 @@ _NO_FIELD = "no such field (configs change base_config()'s fields)"
 _FOREIGN = {"config.experiment": (
     "an arms x seeds grid's section: run the grid with `python -m harnessrl_jax.experiment "
     "--config=FILE`, or train one arm with --config=FILE:ARM")}
-_KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
-_PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
-
-
-def _fits(value, default) -> bool:
-  """Whether `value` may stand where base_config() holds `default`: its type (an int for a
-  float too), and for a tuple every element like one of the default's (any scalar when the
-  default is empty); ml_collections checks neither tuple elements nor a None."""
-  if isinstance(default, (tuple, list)):
-    return isinstance(value, (tuple, list)) and all(
-        any(_fits(v, d) for d in default) if default else isinstance(v, (bool, int, float, str))
-        for v in value)
-  if isinstance(default, bool) or isinstance(value, bool):
-    return isinstance(default, bool) and isinstance(value, bool)
-  if isinstance(default, float):
-    return isinstance(value, (int, float))
-  return isinstance(value, type(default))
-
-
-def _kind(default) -> str:
-  if isinstance(default, (tuple, list)):
-    kinds = sorted({_PLURALS.get(type(d), type(d).__name__) for d in default})
-    return f"a tuple of {' or '.join(kinds) if kinds else 'strings or numbers'}"
-  return _KINDS.get(type(default), type(default).__name__)
-
-
 def type_problems(cfg, base=None, path: str = "config") -> list[str]:
   """Every field of `cfg` whose value is not of base_config()'s type for it, and every
   field one of them has and the other lacks: one line each, naming the field."""
@@ -94,14 +72,14 @@ def type_problems(cfg, base=None, path: str = "config") -> list[str]:
         problems += type_problems(cfg[key], base[key], name)
       else:
         problems.append(f"{name} = {cfg[key]!r}: expected a section (ConfigDict)")
-    elif not _fits(cfg[key], base[key]):
-      problems.append(f"{name} = {cfg[key]!r}: expected {_kind(base[key])}, like its "
+    elif not fits(cfg[key], base[key]):
+      problems.append(f"{name} = {cfg[key]!r}: expected {kind(base[key])}, like its "
                       f"default {base[key]!r}")
   return problems
 
 
 def _raised(build) -> list[str]:
-  """The problems a self-checking view raises when built (one per line), else none."""
+  """The problems a view that checks itself when built raises (one per line), else none."""
   try:
     build()
   except ConfigError as e:
@@ -114,10 +92,10 @@ def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
   """Refuses a config the training driver cannot run, before anything is loaded.
 
   Every static check of the tree in one place: first every field's type against
-  base_config()'s (`type_problems`), then each section's own (its typed view's), the
-  ones between sections (the batch splits over the mesh, the learner scores the sampler's
-  law, the driver runs the evolver synchronously) and, given `device_count`, the mesh
-  against the devices of `process_count` processes. Files, servers and the model are not
+  base_config()'s (`type_problems`), then each section's own (its typed view's
+  `problems()`), the ones between sections (the batch splits over the mesh and the
+  micro-batches) and, given `device_count`, the mesh against the devices of
+  `process_count` processes. Files, servers and the model are not
   looked at (the driver's preflight does that).
 
   Args:
@@ -138,25 +116,18 @@ def validate(cfg: ml_collections.ConfigDict, *, device_count: int | None = None,
       *rollout.problems(),
       *JudgeConfig.from_config(cfg.judge, check=False).problems(),
       *rl.problems(),
-      *_raised(lambda: StepConfig.from_config(cfg.rl)),
+      # the loss and step fields, checked next to their code (rl/train_step.py)
+      *_raised(lambda: StepConfig.from_config(cfg.rl, temperature=rollout.temperature)),
       *HarnessConfig.from_config(cfg.harness, check=False).problems(),
       *MemoryConfig.from_config(cfg.memory, check=False).problems(),
-      *_raised(lambda: EvolverConfig.from_config(cfg.evolver)),
+      *EvolverConfig.from_config(cfg.evolver, check=False).problems(),
       *TrainConfig.from_config(cfg.train, check=False).problems(),
-      *_raised(lambda: AblationConfig.from_config(cfg.ablation)),
+      *AblationConfig.from_config(cfg.ablation, check=False).problems(),
   ]
-  if float(cfg.rl.temperature) != rollout.temperature:
-    problems.append(f"config.rl.temperature = {cfg.rl.temperature} differs from "
-                    f"config.rollout.temperature = {rollout.temperature}: the learner must "
-                    "score responses under the law that sampled them; set them equal")
-  if bool(cfg.evolver.async_evolver):
-    problems.append("config.evolver.async_evolver = True: the training driver runs the "
-                    "evolver synchronously (exact resume needs H_{t+1} before step t+1); "
-                    "set it to False")
   if device_count is not None and not rl.mesh.problems():
     problems += rl.mesh.device_problems(device_count, process_count)
   problems += _batch_problems(rl, rollout, device_count)
-  rows, micro = int(cfg.rl.tasks_per_step) * rollout.num_samples, int(cfg.rl.micro_batch_size)
+  rows, micro = rl.tasks_per_step * rollout.num_samples, rl.micro_batch_size
   if micro > 0 and rows % micro:   # else the first update refuses, minutes into the run
     problems.append(f"config.rl.micro_batch_size = {micro} does not divide the step's "
                     f"rl.tasks_per_step x rollout.num_samples = {rows} rows")

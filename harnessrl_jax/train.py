@@ -258,12 +258,13 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
                                         ref_params=params if cfg.rl.beta > 0 else None)
   forward = decoder_forward(graphdef)
   group = prompt_group_size(cfg.rl, texts.sampler.num_samples, loaded.model, mesh)
-  _, train_step = build_step(forward, cfg.rl, tx=tx, mesh=mesh, state_sharding=shardings,
-                             group_size=group)
+  _, train_step = build_step(forward, cfg.rl, temperature=cfg.rollout.temperature, tx=tx,
+                             mesh=mesh, state_sharding=shardings, group_size=group)
   rl = RLConfig.from_config(cfg.rl)
   learner = step_fns.Learner(
       train_tasks=tuple(train_tasks), texts=texts, judge=judge, train_step=train_step,
-      logprob_fn=make_logprob_fn(forward, StepConfig.from_config(cfg.rl, group), mesh=mesh),
+      logprob_fn=make_logprob_fn(forward, StepConfig.from_config(
+          cfg.rl, group, temperature=cfg.rollout.temperature), mesh=mesh),
       sampling=sampling, tasks_per_step=rl.tasks_per_step, num_samples=texts.sampler.num_samples,
       num_epochs=rl.num_epochs, advantage=rl.advantage, eps_advantage=rl.eps_advantage,
       mesh=mesh, prompt_pad_multiple=rl.prompt_pad_multiple, prompt_group=group,

@@ -145,7 +145,8 @@ def train_programs(config: Any, policy: Policy) -> list[Program]:
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), policy.params))
   group = prompt_group_size(config.rl, j, model, policy.mesh)
   forward = decoder_forward(policy.graphdef)
-  _, step = build_step(forward, config.rl, mesh=policy.mesh,
+  _, step = build_step(forward, config.rl, temperature=config.rollout.temperature,
+                       mesh=policy.mesh,
                        state_sharding=policy.state_shardings, group_size=group)
   batch = _batch(policy, rows, prompt, response)
   packed_rows, width = _packed(rows, prompt, response, group)
@@ -153,7 +154,8 @@ def train_programs(config: Any, policy: Policy) -> list[Program]:
   step_flops = flops_lib.train_step(policy.shape, rows=packed_rows, width=width,
                                     response=rows * response // packed_rows,
                                     with_reference=with_ref)
-  logprob_fn = make_logprob_fn(forward, StepConfig.from_config(config.rl, group),
+  logprob_fn = make_logprob_fn(forward, StepConfig.from_config(
+                                   config.rl, group, temperature=config.rollout.temperature),
                                mesh=policy.mesh)
   epochs = RLConfig.from_config(config.rl, check=False).num_epochs
   shared = f"; {group} responses per packed prompt row" if group > 1 else ""

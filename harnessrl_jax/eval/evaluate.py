@@ -38,6 +38,7 @@ from harnessrl_jax.eval import heldout as heldout_score
 from harnessrl_jax.eval import oracle, protocols, report, stats
 from harnessrl_jax.eval.common import FLAGS as BENCH_FLAGS
 from harnessrl_jax.eval.common import require_file
+from harnessrl_jax.run.identity import retired_dropped
 
 def _merge(cfg: ml_collections.ConfigDict, values: dict[str, Any]) -> None:
   """Sets stored values into cfg (lists become tuples where cfg holds a tuple)."""
@@ -64,7 +65,8 @@ def load_run_config(run_dir: str, fallback=None) -> ml_collections.ConfigDict:
     stored = json.load(f)
   cfg = base_config()
   with cfg.unlocked():
-    _merge(cfg, stored.get(run_files.CONFIG_TREE, stored))
+    # a run recorded before a field left the tree loads without it (run/identity.py)
+    _merge(cfg, retired_dropped(stored.get(run_files.CONFIG_TREE, stored)))
   return cfg
 
 
@@ -100,7 +102,7 @@ def load_policy(cfg, run_dir: str, step: int | None):
   from harnessrl_jax.rl.train_state import create_train_state
   from harnessrl_jax.rl.train_step import build_step, decoder_forward
   graphdef, _ = nnx.split(loaded.model)
-  tx, _ = build_step(decoder_forward(graphdef), cfg.rl)
+  tx, _ = build_step(decoder_forward(graphdef), cfg.rl, temperature=cfg.rollout.temperature)
   state = create_train_state(params, tx, ref_params=None)
   # This process's own (single-device) shardings: the checkpoint's may name devices of a
   # multi-process run that are not here.

@@ -9,17 +9,20 @@ points".
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 import ml_collections
 
-from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.config_view import section_view
+from harnessrl_jax.errors import refuse
 from harnessrl_jax.evolver.types import ALL_ROUTES
+from harnessrl_jax.run.config import ablation_defaults
 
 BACKENDS = ("rule", "llm")
 
 
+# One long function on purpose: a list of defaults, each with its reason, reads best as one
+# list (the typed view takes its fields from it).
 def evolver_defaults() -> ml_collections.ConfigDict:
   """The evolver's documented defaults.
 
@@ -59,6 +62,12 @@ def evolver_defaults() -> ml_collections.ConfigDict:
     intervention_rest_points: ... while the rest of the rubric's reward of those edited
       responses falls by at most this many points on average (a larger fall: the edit
       removed real content, not a surface feature).
+    intervention_edits: edits whose surface the intervention finds from the group itself,
+      tried after its fixed ones (attributor.GROUP_EDITS; issue 46, beyond the paper; ()
+      off, the behaviour before they existed): "runon" cuts an unfinished response back
+      to the length of the group's longest finished one, "ngram" drops the sentences
+      holding n-grams every satisfying response has and no other, outside the prompt's
+      words. No list of phrases: nothing here names the testbed's surfaces.
     resample_j: J of the critic's guidance re-sample (0: rollout.num_samples).
     prefetch_resamples: draw a step's first-round guidance re-samples ahead in one sampler
       call, where the attributor and proposer are the rule ones (evolver/prefetch.py): the
@@ -71,8 +80,6 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       for check; the critic measures each offer on a group the frozen policy samples for
       that task (one batched call per step) and accepts it under the usual conditions
       (evolver/transfer.py).
-    async_evolver: run step t's evolver while the RL update of step t+1 proceeds (the
-      harness used for sampling is then one step stale); see evolver.AsyncEvolver.
     calibrate_tasks: tasks of the training pool the cold-start pass measures (0: all).
     calibrate_min_band: the lowest lower bound a band may get, in points (a greedy,
       cached judge regrades with zero variation; a zero bound would accept any change).
@@ -103,112 +110,66 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention = False
   c.intervention_flip_share = 0.5
   c.intervention_rest_points = 10.0
+  c.intervention_edits = ()
   c.resample_j = 0
   c.prefetch_resamples = True
   c.negative_weight = 10.0
   c.transfer_tasks = 0
-  c.async_evolver = False
   c.calibrate_tasks = 0
   c.calibrate_min_band = 1.0
   c.max_unscored_share = 0.1
   return c
 
 
+def band_problems(band, where: str) -> list[str]:
+  """What is wrong with an acceptance band (lo, hi) in points named `where`."""
+  vals = [float(x) for x in band]
+  if len(vals) != 2 or not 0 <= vals[0] <= vals[1]:
+    return [f"{where} = [{', '.join(map(str, vals))}]: need 0 <= lo <= hi (points)"]
+  return []
+
+
 def check_band(band, where: str) -> tuple[float, float]:
   """`band` as (lo, hi) in points; ConfigError naming `where` unless 0 <= lo <= hi."""
+  refuse(band_problems(band, where))
   lo, hi = (float(x) for x in band)
-  if not 0 <= lo <= hi:
-    raise ConfigError(f"{where} = [{lo}, {hi}]: need 0 <= lo <= hi (points)")
   return lo, hi
 
 
-@dataclasses.dataclass(frozen=True)
-class EvolverConfig:
-  """`config.evolver`, typed and checked once (field meanings: `evolver_defaults`)."""
+class EvolverConfig(section_view(evolver_defaults, "config.evolver")):
+  """`config.evolver`, typed (fields and their meanings: `evolver_defaults`)."""
 
-  enabled: bool
-  attributor: str
-  proposer: str
-  llm_backend: str
-  llm_max_tokens: int
-  llm_fallback_to_rule: bool
-  rounds: int
-  guidance_band: tuple[float, float]
-  rubric_band: tuple[float, float]
-  calibration_path: str
-  memory_window: int
-  saturated_history: int
-  min_confidence: float
-  length_ratio: float
-  phrase_share: float
-  disagreement_points: float
-  intervention: bool
-  intervention_flip_share: float
-  intervention_rest_points: float
-  resample_j: int
-  negative_weight: float
-  transfer_tasks: int
-  async_evolver: bool
-  calibrate_tasks: int
-  calibrate_min_band: float
-  max_unscored_share: float
-  prefetch_resamples: bool = True
-
-  def __post_init__(self):
+  def problems(self) -> list[str]:
+    out = []
     for role in ("attributor", "proposer"):
       if getattr(self, role) not in BACKENDS:
-        raise ConfigError(f"config.evolver.{role} = {getattr(self, role)!r}: expected one "
-                          f"of {BACKENDS}")
+        out.append(f"config.evolver.{role} = {getattr(self, role)!r}: expected one of "
+                   f"{BACKENDS}")
     if self.rounds < 0:
-      raise ConfigError(f"config.evolver.rounds = {self.rounds}: must be >= 0")
+      out.append(f"config.evolver.rounds = {self.rounds}: must be >= 0")
     if self.transfer_tasks < 0:
-      raise ConfigError(f"config.evolver.transfer_tasks = {self.transfer_tasks}: must be "
-                        ">= 0 (0: off)")
+      out.append(f"config.evolver.transfer_tasks = {self.transfer_tasks}: must be >= 0 "
+                 "(0: off)")
     for route in ("guidance", "rubric"):
-      check_band(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
+      out += band_problems(getattr(self, f"{route}_band"), f"config.evolver.{route}_band")
     if not 0.0 <= self.intervention_flip_share < 1.0:
-      raise ConfigError(f"config.evolver.intervention_flip_share = "
-                        f"{self.intervention_flip_share}: must be in [0, 1) (the verdict "
-                        "must flip on MORE than this share)")
+      out.append(f"config.evolver.intervention_flip_share = {self.intervention_flip_share}: "
+                 "must be in [0, 1) (the verdict must flip on MORE than this share)")
     if self.intervention_rest_points < 0:
-      raise ConfigError(f"config.evolver.intervention_rest_points = "
-                        f"{self.intervention_rest_points}: must be >= 0 (points)")
+      out.append(f"config.evolver.intervention_rest_points = "
+                 f"{self.intervention_rest_points}: must be >= 0 (points)")
     if not 0.0 <= self.max_unscored_share <= 1.0:
-      raise ConfigError(f"config.evolver.max_unscored_share = {self.max_unscored_share}: "
-                        "must be in [0, 1] (a share of the critic's judged cells)")
-
-  @classmethod
-  def from_config(cls, ev: ml_collections.ConfigDict) -> EvolverConfig:
-    return cls(
-        enabled=bool(ev.enabled), attributor=str(ev.attributor), proposer=str(ev.proposer),
-        llm_backend=str(ev.llm_backend), llm_max_tokens=int(ev.llm_max_tokens),
-        llm_fallback_to_rule=bool(ev.llm_fallback_to_rule), rounds=int(ev.rounds),
-        guidance_band=tuple(float(x) for x in ev.guidance_band),
-        rubric_band=tuple(float(x) for x in ev.rubric_band),
-        calibration_path=str(ev.calibration_path), memory_window=int(ev.memory_window),
-        saturated_history=int(ev.saturated_history),
-        min_confidence=float(ev.min_confidence), length_ratio=float(ev.length_ratio),
-        phrase_share=float(ev.phrase_share),
-        disagreement_points=float(ev.disagreement_points),
-        intervention=bool(ev.intervention),
-        intervention_flip_share=float(ev.intervention_flip_share),
-        intervention_rest_points=float(ev.intervention_rest_points),
-        resample_j=int(ev.resample_j),
-        negative_weight=float(ev.negative_weight), transfer_tasks=int(ev.transfer_tasks),
-        async_evolver=bool(ev.async_evolver),
-        calibrate_tasks=int(ev.calibrate_tasks),
-        calibrate_min_band=float(ev.calibrate_min_band),
-        max_unscored_share=float(ev.max_unscored_share),
-        prefetch_resamples=bool(ev.prefetch_resamples))
+      out.append(f"config.evolver.max_unscored_share = {self.max_unscored_share}: must be in "
+                 "[0, 1] (a share of the critic's judged cells)")
+    return out
 
   @property
   def bands(self) -> Mapping[str, tuple[float, float]]:
     return {"guidance": self.guidance_band, "rubric": self.rubric_band}
 
 
-@dataclasses.dataclass(frozen=True)
-class AblationConfig:
-  """`config.ablation` (defaults in train_config.ablation_defaults), typed and checked.
+class AblationConfig(section_view(ablation_defaults, "config.ablation")):
+  """`config.ablation` (defaults and meanings: run/config.py's `ablation_defaults`), typed.
 
   The paper's ablations, each a property of a role built once by `build_evolver`:
     routes  the proposer proposes only on these routes; a dropped route's labelled
@@ -218,16 +179,8 @@ class AblationConfig:
     memory  False: the driver passes no memory to the evolver ("no critic and no memory").
   """
 
-  routes: frozenset[str]
-  critic: bool
-  memory: bool
-
-  def __post_init__(self):
-    if not self.routes <= ALL_ROUTES:
-      raise ConfigError(f"config.ablation.routes = {tuple(sorted(self.routes))}: each must "
-                        f"be one of {sorted(ALL_ROUTES)}")
-
-  @classmethod
-  def from_config(cls, ab: ml_collections.ConfigDict) -> AblationConfig:
-    return cls(routes=frozenset(str(r) for r in ab.routes), critic=bool(ab.critic),
-               memory=bool(ab.memory))
+  def problems(self) -> list[str]:
+    if not set(self.routes) <= ALL_ROUTES:
+      return [f"config.ablation.routes = {tuple(self.routes)}: each must be one of "
+              f"{sorted(ALL_ROUTES)}"]
+    return []

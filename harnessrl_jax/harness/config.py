@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 from harnessrl_jax.run_files import GUIDANCE_FIELDS
 
 
@@ -62,24 +60,8 @@ def caps_problems(caps: Sequence[int]) -> list[str]:
   return out
 
 
-@dataclasses.dataclass(frozen=True)
-class HarnessConfig:
-  """`config.harness`, typed and checked (field meanings: `harness_defaults`)."""
-
-  total_weight: float
-  ladder: tuple[float, ...]
-  guidance_caps: tuple[int, ...]
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> HarnessConfig:
-    """The view of a harness section (a ConfigDict or a view); raises one ConfigError
-    listing every problem unless `check` is False."""
-    view = cls(total_weight=float(section.total_weight),
-               ladder=tuple(float(x) for x in section.ladder),
-               guidance_caps=tuple(section.guidance_caps))
-    if check:
-      refuse(view.problems())
-    return view
+class HarnessConfig(section_view(harness_defaults, "config.harness")):
+  """`config.harness`, typed (fields and their meanings: `harness_defaults`)."""
 
   def problems(self) -> list[str]:
     out = []

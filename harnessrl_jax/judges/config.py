@@ -21,12 +21,11 @@ the evolver's "llm" roles, when they use that backend) then talk to a pool of th
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 from harnessrl_jax.models.config import ModelSettings, model_defaults
 
 BACKENDS = ("program", "local", "jetstream", "openai", "hybrid")
@@ -94,82 +93,10 @@ def endpoint_backend(endpoint: str) -> str | None:
   return None
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalJudgeConfig:
-  verdict: str
-  batch_size: int
-  prompt_buckets: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class OpenAIJudgeConfig:
-  base_url: str
-  model: str
-  api_key_env: str
-  temperature: float
-
-
-@dataclasses.dataclass(frozen=True)
-class JetStreamJudgeConfig:
-  address: str
-  max_prompt_tokens: int
-
-
-@dataclasses.dataclass(frozen=True)
-class PoolJudgeConfig:
-  max_in_flight: int
-  failure_threshold: int
-  cooldown_s: float
-
-
-@dataclasses.dataclass(frozen=True)
-class JudgeConfig:
-  """`config.judge`, typed and checked (field meanings: `judge_defaults`)."""
-
-  backend: str
-  llm_backend: str
-  max_new_tokens: int
-  parse_retries: int
-  transport_retries: int
-  backoff_s: float
-  backoff_max_s: float
-  timeout_s: float
-  max_concurrency: int
-  max_unscored_share: float
-  cache_size: int
-  model: ModelSettings
-  local: LocalJudgeConfig
-  openai: OpenAIJudgeConfig
-  jetstream: JetStreamJudgeConfig
-  endpoints: tuple[str, ...]
-  pool: PoolJudgeConfig
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> JudgeConfig:
-    """The view of a judge section (a ConfigDict or a view); raises one ConfigError listing
-    every problem unless `check` is False."""
-    lo, o, js, p = section.local, section.openai, section.jetstream, section.pool
-    view = cls(
-        backend=str(section.backend), llm_backend=str(section.llm_backend),
-        max_new_tokens=int(section.max_new_tokens), parse_retries=int(section.parse_retries),
-        transport_retries=int(section.transport_retries), backoff_s=float(section.backoff_s),
-        backoff_max_s=float(section.backoff_max_s), timeout_s=float(section.timeout_s),
-        max_concurrency=int(section.max_concurrency),
-        max_unscored_share=float(section.max_unscored_share),
-        cache_size=int(section.cache_size),
-        model=ModelSettings.from_config(section.model, where="config.judge.model",
-                                        check=False),
-        local=LocalJudgeConfig(str(lo.verdict), int(lo.batch_size),
-                               tuple(int(b) for b in lo.prompt_buckets)),
-        openai=OpenAIJudgeConfig(str(o.base_url), str(o.model), str(o.api_key_env),
-                                 float(o.temperature)),
-        jetstream=JetStreamJudgeConfig(str(js.address), int(js.max_prompt_tokens)),
-        endpoints=tuple(str(e) for e in section.endpoints),
-        pool=PoolJudgeConfig(int(p.max_in_flight), int(p.failure_threshold),
-                             float(p.cooldown_s)))
-    if check:
-      refuse(view.problems())
-    return view
+class JudgeConfig(section_view(judge_defaults, "config.judge",
+                               nested={"model": ModelSettings})):
+  """`config.judge`, typed (fields and their meanings: `judge_defaults`); its sub-sections
+  are views too (`judge.model` a `ModelSettings`)."""
 
   @property
   def text_backend(self) -> str | None:

@@ -3,12 +3,9 @@ its typed view (what `Memory`, `SemanticIndex` and `embedder_from_config` read).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 
 APPROX_KINDS = ("ivf", "hnsw")
 EMBEDDER_BACKENDS = ("jax", "sentence_transformers")
@@ -66,42 +63,8 @@ def memory_defaults() -> ml_collections.ConfigDict:
   return c
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryConfig:
-  """`config.memory`, typed and checked (field meanings: `memory_defaults`)."""
-
-  top_k: int
-  eta: float
-  embedder_path: str
-  embedder_backend: str
-  embed_batch_size: int
-  exact_max_size: int
-  approx_kind: str
-  hnsw_m: int
-  hnsw_ef_construction: int
-  hnsw_ef_search: int
-  ivf_nlist: int
-  ivf_nprobe: int
-  rebuild_dead_fraction: float
-  faiss_gpu: str
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> MemoryConfig:
-    """The view of a memory section (a ConfigDict or a view); raises one ConfigError
-    listing every problem unless `check` is False."""
-    s = section
-    view = cls(top_k=int(s.top_k), eta=float(s.eta), embedder_path=str(s.embedder_path),
-               embedder_backend=str(s.embedder_backend),
-               embed_batch_size=int(s.embed_batch_size), exact_max_size=int(s.exact_max_size),
-               approx_kind=str(s.approx_kind), hnsw_m=int(s.hnsw_m),
-               hnsw_ef_construction=int(s.hnsw_ef_construction),
-               hnsw_ef_search=int(s.hnsw_ef_search), ivf_nlist=int(s.ivf_nlist),
-               ivf_nprobe=int(s.ivf_nprobe),
-               rebuild_dead_fraction=float(s.rebuild_dead_fraction),
-               faiss_gpu=str(s.faiss_gpu))
-    if check:
-      refuse(view.problems())
-    return view
+class MemoryConfig(section_view(memory_defaults, "config.memory")):
+  """`config.memory`, typed (fields and their meanings: `memory_defaults`)."""
 
   def problems(self) -> list[str]:
     out = []

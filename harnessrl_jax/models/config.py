@@ -6,15 +6,13 @@ judge's model. `models.loading.load_model` reads either through `ModelSettings`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
 import ml_collections
 
-from harnessrl_jax.errors import ConfigError, refuse
+from harnessrl_jax.config_view import section_view
+from harnessrl_jax.errors import refuse
 from harnessrl_jax.models.architecture import DTYPES, FAMILIES
 
 SOURCES = ("smollm2", "gemma3-270m", "hf", "tiny")
@@ -50,36 +48,15 @@ def model_defaults() -> ml_collections.ConfigDict:
   return m
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelSettings:
-  """`config.model` (or `config.judge.model`), typed; field meanings in `model_defaults`."""
-
-  source: str
-  path: str
-  cache_dir: str
-  dtype: str
-  param_dtype: str
-  remat: bool
-  seed: int
-  family: str
+class ModelSettings(section_view(model_defaults, "config.model")):
+  """`config.model` (or `config.judge.model`), typed; fields and their meanings in
+  `model_defaults`. A plain dict names only what it changes (serve.py, tests)."""
 
   @classmethod
   def from_config(cls, section: Any, *, where: str = "config.model",
                   check: bool = True) -> ModelSettings:
-    """The view of a model section: a ConfigDict, a view, or a plain dict whose missing
-    fields take the defaults (serve.py and tests name only what they change). Raises one
-    ConfigError listing every problem unless `check` is False."""
-    if isinstance(section, Mapping):
-      known = {f.name for f in dataclasses.fields(cls)}
-      unknown = sorted(set(section) - known)
-      if unknown:
-        raise ConfigError(f"{where}: unknown fields {unknown}; expected some of "
-                          f"{sorted(known)}")
-      section = SimpleNamespace(**{**model_defaults().to_dict(), **section})
-    view = cls(source=str(section.source), path=str(section.path),
-               cache_dir=str(section.cache_dir), dtype=str(section.dtype),
-               param_dtype=str(section.param_dtype), remat=bool(section.remat),
-               seed=int(section.seed), family=str(section.family))
+    """The view of a model section named `where` (see `SectionView.from_config`)."""
+    view = super().from_config(section, where=where, check=False)
     if check:
       refuse(view.problems(where))
     return view

@@ -312,7 +312,7 @@ def policy_plan(arch: ModelConfig, config: Any, *, name: str = "policy",
   cfg = arch.replace(dtype=model.dtype, param_dtype=model.param_dtype, remat=model.remat)
   mesh = abstract_mesh(config.rl.mesh)
   rollout = RolloutConfig.from_config(config.rollout, check=False)
-  step = StepConfig.from_config(config.rl)
+  step = StepConfig.from_config(config.rl, temperature=rollout.temperature)
   response_len = rollout.max_new_tokens
   seq_len = max(rollout.prompt_buckets) + response_len
   batch_rows = int(config.rl.tasks_per_step) * rollout.num_samples

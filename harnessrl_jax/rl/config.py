@@ -1,7 +1,8 @@
 """The `rl` section of the config tree: every learner default, with the reason for it, and
-its typed views: `RLConfig` (what the driver's loop reads), `OptimizerConfig` (what
-train_state's optimiser and schedule read) and `MeshConfig` (config.rl.mesh). The loss and
-step fields have theirs next to their code: `losses.LossConfig`, `train_step.StepConfig`.
+its typed views, derived from the defaults (harnessrl_jax/config_view.py): `RLConfig` (what
+the driver's loop and train_state's optimiser and schedule read) and `MeshConfig`
+(config.rl.mesh). The loss and step fields are also read next to their code:
+`losses.LossConfig`, `train_step.StepConfig`.
 
 The paper (spec section 3) fixes lr 1e-6, beta 0.001 and J = 8; everything else here is a
 design choice and says why. `harnessrl_jax.config.base_config()` mounts this as `c.rl`.
@@ -9,19 +10,19 @@ design choice and says why. `harnessrl_jax.config.base_config()` mounts this as 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any
 
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 from harnessrl_jax.models.sharding import MESH_AXES
 from harnessrl_jax.rl.advantages import ADVANTAGE_FNS
 
 LR_SCHEDULES = ("constant", "cosine")
 
 
+# One long function on purpose: a list of defaults, each with its reason, reads best as one
+# list (the typed view takes its fields from it).
 def rl_defaults() -> ml_collections.ConfigDict:
   """Returns the default `rl` config section."""
   c = ml_collections.ConfigDict()
@@ -87,7 +88,8 @@ def rl_defaults() -> ml_collections.ConfigDict:
   # attention) and micro-batches hold whole groups on every device (rl/train_step.py).
   c.share_prompts = True
   c.logprob_chunk = 64            # sequence positions per chunk of logits (memory O(B*chunk*V))
-  c.temperature = 1.0             # must equal rollout.temperature: log-probs of the sampler's law
+  # No temperature here: the learner takes log-probs at rollout.temperature, the law that
+  # sampled the responses (one number, one place).
 
   # Device mesh ('data', 'fsdp', 'tensor'); -1 takes the devices the other axes leave.
   c.mesh = ml_collections.ConfigDict()
@@ -97,75 +99,9 @@ def rl_defaults() -> ml_collections.ConfigDict:
   return c
 
 
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-  """The optimiser and schedule fields of `config.rl` (meanings: `rl_defaults`)."""
-
-  learning_rate: float
-  warmup_steps: int
-  lr_schedule: str
-  total_steps: int
-  adam_b1: float
-  adam_b2: float
-  adam_eps: float
-  weight_decay: float
-  max_grad_norm: float
-
-  @classmethod
-  def from_config(cls, rl: Any, *, check: bool = True) -> OptimizerConfig:
-    """The view of config.rl's optimiser fields (a ConfigDict or a view); raises one
-    ConfigError listing every problem unless `check` is False."""
-    view = cls(learning_rate=float(rl.learning_rate), warmup_steps=int(rl.warmup_steps),
-               lr_schedule=str(rl.lr_schedule), total_steps=int(rl.total_steps),
-               adam_b1=float(rl.adam_b1), adam_b2=float(rl.adam_b2),
-               adam_eps=float(rl.adam_eps), weight_decay=float(rl.weight_decay),
-               max_grad_norm=float(rl.max_grad_norm))
-    if check:
-      refuse(view.problems())
-    return view
-
-  def problems(self) -> list[str]:
-    out = []
-    if not (math.isfinite(self.learning_rate) and self.learning_rate >= 0):
-      out.append(f"config.rl.learning_rate = {self.learning_rate}: must be a finite number "
-                 ">= 0")
-    if self.warmup_steps < 0:
-      out.append(f"config.rl.warmup_steps = {self.warmup_steps}: must be >= 0")
-    if self.lr_schedule not in LR_SCHEDULES:
-      out.append(f"config.rl.lr_schedule = {self.lr_schedule!r}: expected 'constant' or "
-                 "'cosine'")
-    elif self.lr_schedule == "cosine" and self.total_steps <= self.warmup_steps:
-      out.append(f"config.rl.total_steps = {self.total_steps} must exceed "
-                 f"config.rl.warmup_steps = {self.warmup_steps} for the cosine schedule")
-    for name in ("adam_b1", "adam_b2"):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        out.append(f"config.rl.{name} = {getattr(self, name)}: must be in [0, 1)")
-    if not self.adam_eps > 0:
-      out.append(f"config.rl.adam_eps = {self.adam_eps}: must be > 0")
-    if not self.weight_decay >= 0:
-      out.append(f"config.rl.weight_decay = {self.weight_decay}: must be >= 0")
-    if not self.max_grad_norm > 0:
-      out.append(f"config.rl.max_grad_norm = {self.max_grad_norm}: must be > 0")
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class MeshConfig:
+class MeshConfig(section_view(lambda: rl_defaults().mesh, "config.rl.mesh")):
   """`config.rl.mesh`: the size of each mesh axis; one may be -1 (the devices the others
   leave)."""
-
-  data: int
-  fsdp: int
-  tensor: int
-
-  @classmethod
-  def from_config(cls, mesh: Any, *, check: bool = True) -> MeshConfig:
-    """The view of a mesh section (a ConfigDict or a view; a missing axis has size 1);
-    raises one ConfigError listing every problem unless `check` is False."""
-    view = cls(**{a: int(getattr(mesh, a, 1)) for a in MESH_AXES})
-    if check:
-      refuse(view.problems())
-    return view
 
   @property
   def sizes(self) -> dict[str, int]:
@@ -207,32 +143,10 @@ class MeshConfig:
     return []
 
 
-@dataclasses.dataclass(frozen=True)
-class RLConfig:
-  """What the driver's loop reads from `config.rl`, typed and checked (meanings:
-  `rl_defaults`), with the optimiser's and the mesh's views."""
-
-  tasks_per_step: int
-  num_epochs: int
-  prompt_pad_multiple: int
-  advantage: str
-  eps_advantage: float
-  optimizer: OptimizerConfig
-  mesh: MeshConfig
-
-  @classmethod
-  def from_config(cls, rl: Any, *, check: bool = True) -> RLConfig:
-    """The view of an rl section (a ConfigDict or a view); raises one ConfigError listing
-    every problem of these fields unless `check` is False."""
-    view = cls(tasks_per_step=int(rl.tasks_per_step), num_epochs=int(rl.num_epochs),
-               prompt_pad_multiple=int(rl.prompt_pad_multiple),
-               advantage=str(rl.advantage), eps_advantage=float(rl.eps_advantage),
-               optimizer=OptimizerConfig.from_config(
-                   rl.optimizer if isinstance(rl, RLConfig) else rl, check=False),
-               mesh=MeshConfig.from_config(rl.mesh, check=False))
-    if check:
-      refuse(view.problems())
-    return view
+class RLConfig(section_view(rl_defaults, "config.rl", nested={"mesh": MeshConfig})):
+  """`config.rl`, typed (fields and their meanings: `rl_defaults`), with the mesh's view.
+  The loss and step fields are checked with their code (`losses.LossConfig`,
+  `train_step.StepConfig`); the optimiser reads its fields from here (rl/train_state.py)."""
 
   def problems(self) -> list[str]:
     out = []
@@ -247,4 +161,30 @@ class RLConfig:
                  f"{sorted(ADVANTAGE_FNS)}")
     if not self.eps_advantage > 0:
       out.append(f"config.rl.eps_advantage = {self.eps_advantage}: must be > 0")
-    return out + self.optimizer.problems() + self.mesh.problems()
+    return out + self.optimizer_problems() + self.mesh.problems()
+
+  def optimizer_problems(self) -> list[str]:
+    """What is wrong with the optimiser and schedule fields."""
+    out = []
+    if not (math.isfinite(self.learning_rate) and self.learning_rate >= 0):
+      out.append(f"config.rl.learning_rate = {self.learning_rate}: must be a finite number "
+                 ">= 0")
+    if self.warmup_steps < 0:
+      out.append(f"config.rl.warmup_steps = {self.warmup_steps}: must be >= 0")
+    if self.lr_schedule not in LR_SCHEDULES:
+      out.append(f"config.rl.lr_schedule = {self.lr_schedule!r}: expected 'constant' or "
+                 "'cosine'")
+    elif self.lr_schedule == "cosine" and self.total_steps <= self.warmup_steps:
+      out.append(f"config.rl.total_steps = {self.total_steps} must exceed "
+                 f"config.rl.warmup_steps = {self.warmup_steps} for the cosine schedule")
+    for name in ("adam_b1", "adam_b2"):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        out.append(f"config.rl.{name} = {getattr(self, name)}: must be in [0, 1)")
+    if not self.adam_eps > 0:
+      out.append(f"config.rl.adam_eps = {self.adam_eps}: must be > 0")
+    if not self.weight_decay >= 0:
+      out.append(f"config.rl.weight_decay = {self.weight_decay}: must be >= 0")
+    if not self.max_grad_norm > 0:
+      out.append(f"config.rl.max_grad_norm = {self.max_grad_norm}: must be > 0")
+    return out
+

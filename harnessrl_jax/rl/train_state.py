@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from harnessrl_jax.rl.config import OptimizerConfig
+from harnessrl_jax.errors import refuse
+from harnessrl_jax.rl.config import RLConfig
 
 
 @struct.dataclass
@@ -40,8 +41,9 @@ def lr_schedule(rl: Any) -> optax.Schedule:
   reaches lr at update warmup_steps - 1; from update warmup_steps on, lr constant, or a
   cosine decay from lr towards 0 at update rl.total_steps.
 
-  `rl`: config.rl (a section, or its `OptimizerConfig`)."""
-  o = OptimizerConfig.from_config(rl)
+  `rl`: config.rl (a section, or its `RLConfig`)."""
+  o = RLConfig.from_config(rl, check=False)
+  refuse(o.optimizer_problems())
   lr, warmup = o.learning_rate, o.warmup_steps
   after = (optax.constant_schedule(lr) if o.lr_schedule == "constant" else
            optax.cosine_decay_schedule(lr, o.total_steps - warmup))
@@ -59,8 +61,9 @@ def _decay_mask(params: Any) -> Any:
 def make_optimizer(rl: Any) -> optax.GradientTransformation:
   """Global-norm clipping, then AdamW on the schedule of `lr_schedule`.
 
-  `rl`: config.rl (a section, or its `OptimizerConfig`)."""
-  o = OptimizerConfig.from_config(rl)
+  `rl`: config.rl (a section, or its `RLConfig`)."""
+  o = RLConfig.from_config(rl, check=False)
+  refuse(o.optimizer_problems())
   return optax.chain(
       optax.clip_by_global_norm(o.max_grad_norm),
       optax.adamw(lr_schedule(o), b1=o.adam_b1, b2=o.adam_b2, eps=o.adam_eps,

@@ -73,12 +73,15 @@ class StepConfig:
   group_size: int = 1   # rows per shared prompt packed into one forward row; 1: no packing
 
   @classmethod
-  def from_config(cls, rl: ml_collections.ConfigDict, group_size: int = 1) -> "StepConfig":
+  def from_config(cls, rl: ml_collections.ConfigDict, group_size: int = 1, *,
+                  temperature: float) -> "StepConfig":
     """The view of config.rl's step and loss fields; one ConfigError lists every problem.
-    `group_size`: see `prompt_group_size` (ignored unless config.rl.share_prompts)."""
+    `group_size`: see `prompt_group_size` (ignored unless config.rl.share_prompts).
+    `temperature`: config.rollout.temperature (log-probs under the law that sampled)."""
     problems = []
-    if float(rl.temperature) <= 0:
-      problems.append(f"config.rl.temperature = {rl.temperature}: must be > 0")
+    if float(temperature) <= 0:
+      problems.append(f"config.rollout.temperature = {temperature}: the learner's log-probs "
+                      "need > 0")
     if int(rl.logprob_chunk) < 1:
       problems.append(f"config.rl.logprob_chunk = {rl.logprob_chunk}: must be >= 1")
     if int(rl.micro_batch_size) < 0:
@@ -90,7 +93,7 @@ class StepConfig:
       problems = str(e).splitlines() + problems
     refuse(problems)
     return cls(loss=loss, micro_batch_size=int(rl.micro_batch_size),
-               logprob_chunk=int(rl.logprob_chunk), temperature=float(rl.temperature),
+               logprob_chunk=int(rl.logprob_chunk), temperature=float(temperature),
                group_size=int(group_size) if rl.share_prompts else 1)
 
 
@@ -211,20 +214,13 @@ def _check_shapes(batch: RLBatch, cfg: StepConfig, mesh: Mesh | None) -> int:
   return mb
 
 
-def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: StepConfig, *,
-                    schedule: optax.Schedule | None = None, mesh: Mesh | None = None,
-                    state_sharding: Any = None, donate: bool = True):
-  """Builds the jitted `train_step(state, batch) -> (state, metrics)`.
+# The per-micro-batch sums `losses.grpo_loss` returns, plus the entropy; summed over the batch.
+_SUM_KEYS = ("pg_loss", "kl_loss", "kl", "ratio", "clipped_low", "clipped_high", "tokens",
+             "entropy")
 
-  Args:
-    forward: the policy (see module docstring).
-    tx: the optimiser (`train_state.make_optimizer`).
-    cfg: loss and execution settings.
-    schedule: the learning-rate schedule, only to report `learning_rate`.
-    mesh: device mesh; with it, micro-batches are constrained to the batch axes.
-    state_sharding: shardings of the TrainState (`mesh.state_shardings`), kept on output.
-    donate: donate the input state's buffers (params are updated in place).
-  """
+
+def _micro_loss_fn(forward: ForwardFn, cfg: StepConfig):
+  """`micro_loss(params, ref_params, mb, weights) -> (loss, sums)` of one micro-batch."""
   loss_cfg, group = cfg.loss, cfg.group_size
 
   def micro_loss(params, ref_params, mb: RLBatch, weights):
@@ -245,66 +241,104 @@ def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: S
     sums["entropy"] = jnp.sum(entropy * mb.loss_mask)
     return loss, sums
 
-  grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+  return micro_loss
+
+
+def _accumulate_gradients(grad_fn, state: TrainState, batch: RLBatch, cfg: StepConfig,
+                          mesh: Mesh | None, state_sharding: Any):
+  """(gradient, loss, sums) of the whole batch: token weights over the whole batch, then
+  the micro-batches' gradients summed by a `lax.scan`."""
+  mb = _check_shapes(batch, cfg, mesh)
+  m = batch.num_rows // mb
+  weights = losses.aggregation_weights(batch.loss_mask, cfg.loss.loss_aggregation,
+                                       cfg.loss.max_response_len)
+  micro = _split_micro(batch, mb, mesh, cfg.group_size)
+  micro_w = _split_micro(weights, mb, mesh, cfg.group_size)
+  # Accumulate in float32 whatever the parameter dtype: bf16 sums of micro-batch
+  # gradients would drop the small ones.
+  zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
+  if state_sharding is not None:
+    zeros = jax.lax.with_sharding_constraint(zeros, state_sharding.params)
+
+  def accumulate(carry, xs):
+    g_acc, loss_acc, sums_acc = carry
+    mbatch, w = xs
+    (loss, sums), g = grad_fn(state.params, state.ref_params, mbatch, w)
+    sums_acc = jax.tree.map(jnp.add, sums_acc, sums)
+    g_acc = jax.tree.map(lambda a, x: a + x.astype(jnp.float32), g_acc, g)
+    return (g_acc, loss_acc + loss, sums_acc), None
+
+  sums0 = {k: jnp.zeros((), jnp.float32) for k in _SUM_KEYS}
+  (grads, loss, sums), _ = jax.lax.scan(
+      accumulate, (zeros, jnp.zeros((), jnp.float32), sums0), (micro, micro_w), length=m)
+  return grads, loss, sums
+
+
+def _apply_if_finite(tx: optax.GradientTransformation, state: TrainState, grads: Any,
+                     loss: jax.Array) -> tuple[TrainState, jax.Array, jax.Array]:
+  """(the next state, gradient norm, whether loss and gradient are finite). A non-finite
+  step keeps params and optimiser state and counts in `skipped_steps`."""
+  grad_norm = optax.tree.norm(grads)
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+
+  def apply(_):
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    return optax.apply_updates(state.params, updates), opt_state
+
+  def keep(_):
+    return state.params, state.opt_state
+
+  params, opt_state = jax.lax.cond(finite, apply, keep, None)
+  skipped = state.skipped_steps + (~finite).astype(jnp.int32)
+  new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                            skipped_steps=skipped)
+  return new_state, grad_norm, finite
+
+
+def _step_metrics(batch: RLBatch, loss: jax.Array, sums: dict[str, jax.Array],
+                  grad_norm: jax.Array, finite: jax.Array,
+                  skipped_steps: jax.Array) -> dict[str, jax.Array]:
+  """The step's metrics: sums as they are, per-token means over the batch's real tokens."""
+  tokens = jnp.maximum(sums["tokens"], 1.0)
+  return {
+      "loss": loss,
+      "pg_loss": sums["pg_loss"],
+      "kl_loss": sums["kl_loss"],
+      "kl": sums["kl"] / tokens,
+      "entropy": sums["entropy"] / tokens,
+      "ratio": sums["ratio"] / tokens,
+      "clip_frac_low": sums["clipped_low"] / tokens,
+      "clip_frac_high": sums["clipped_high"] / tokens,
+      "clip_frac": (sums["clipped_low"] + sums["clipped_high"]) / tokens,
+      "grad_norm": grad_norm,
+      "zero_adv_group_frac": adv_lib.zero_signal_fraction(
+          batch.advantages, batch.group_id, batch.num_rows),
+      "tokens": sums["tokens"],
+      "skipped": (~finite).astype(jnp.float32),
+      "skipped_steps": skipped_steps,
+  }
+
+
+def make_train_step(forward: ForwardFn, tx: optax.GradientTransformation, cfg: StepConfig, *,
+                    schedule: optax.Schedule | None = None, mesh: Mesh | None = None,
+                    state_sharding: Any = None, donate: bool = True):
+  """Builds the jitted `train_step(state, batch) -> (state, metrics)`.
+
+  Args:
+    forward: the policy (see module docstring).
+    tx: the optimiser (`train_state.make_optimizer`).
+    cfg: loss and execution settings.
+    schedule: the learning-rate schedule, only to report `learning_rate`.
+    mesh: device mesh; with it, micro-batches are constrained to the batch axes.
+    state_sharding: shardings of the TrainState (`mesh.state_shardings`), kept on output.
+    donate: donate the input state's buffers (params are updated in place).
+  """
+  grad_fn = jax.value_and_grad(_micro_loss_fn(forward, cfg), has_aux=True)
 
   def update(state: TrainState, batch: RLBatch):
-    mb = _check_shapes(batch, cfg, mesh)
-    m = batch.num_rows // mb
-    weights = losses.aggregation_weights(batch.loss_mask, loss_cfg.loss_aggregation,
-                                         loss_cfg.max_response_len)
-    micro = _split_micro(batch, mb, mesh, group)
-    micro_w = _split_micro(weights, mb, mesh, group)
-    # Accumulate in float32 whatever the parameter dtype: bf16 sums of micro-batch
-    # gradients would drop the small ones.
-    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
-    if state_sharding is not None:
-      zeros = jax.lax.with_sharding_constraint(zeros, state_sharding.params)
-
-    def accumulate(carry, xs):
-      g_acc, loss_acc, sums_acc = carry
-      mbatch, w = xs
-      (loss, sums), g = grad_fn(state.params, state.ref_params, mbatch, w)
-      sums_acc = jax.tree.map(jnp.add, sums_acc, sums)
-      g_acc = jax.tree.map(lambda a, x: a + x.astype(jnp.float32), g_acc, g)
-      return (g_acc, loss_acc + loss, sums_acc), None
-
-    sums0 = {k: jnp.zeros((), jnp.float32) for k in
-             ("pg_loss", "kl_loss", "kl", "ratio", "clipped_low", "clipped_high", "tokens",
-              "entropy")}
-    (grads, loss, sums), _ = jax.lax.scan(
-        accumulate, (zeros, jnp.zeros((), jnp.float32), sums0), (micro, micro_w), length=m)
-    grad_norm = optax.tree.norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-
-    def apply(_):
-      updates, opt_state = tx.update(grads, state.opt_state, state.params)
-      return optax.apply_updates(state.params, updates), opt_state
-
-    def keep(_):
-      return state.params, state.opt_state
-
-    params, opt_state = jax.lax.cond(finite, apply, keep, None)
-    skipped = state.skipped_steps + (~finite).astype(jnp.int32)
-    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
-                              skipped_steps=skipped)
-    tokens = jnp.maximum(sums["tokens"], 1.0)
-    metrics = {
-        "loss": loss,
-        "pg_loss": sums["pg_loss"],
-        "kl_loss": sums["kl_loss"],
-        "kl": sums["kl"] / tokens,
-        "entropy": sums["entropy"] / tokens,
-        "ratio": sums["ratio"] / tokens,
-        "clip_frac_low": sums["clipped_low"] / tokens,
-        "clip_frac_high": sums["clipped_high"] / tokens,
-        "clip_frac": (sums["clipped_low"] + sums["clipped_high"]) / tokens,
-        "grad_norm": grad_norm,
-        "zero_adv_group_frac": adv_lib.zero_signal_fraction(
-            batch.advantages, batch.group_id, batch.num_rows),
-        "tokens": sums["tokens"],
-        "skipped": (~finite).astype(jnp.float32),
-        "skipped_steps": skipped,
-    }
+    grads, loss, sums = _accumulate_gradients(grad_fn, state, batch, cfg, mesh, state_sharding)
+    new_state, grad_norm, finite = _apply_if_finite(tx, state, grads, loss)
+    metrics = _step_metrics(batch, loss, sums, grad_norm, finite, new_state.skipped_steps)
     if schedule is not None:
       metrics["learning_rate"] = schedule(state.step - state.skipped_steps)
     return new_state, metrics
@@ -360,12 +394,14 @@ def update_on_batch(train_step, logprob_fn, state: TrainState, batch: RLBatch,
   return state, history
 
 
-def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, *, tx=None,
-               group_size: int = 1, **kwargs):
+def build_step(forward: ForwardFn, rl: ml_collections.ConfigDict, *, temperature: float,
+               tx=None, group_size: int = 1, **kwargs):
   """(optimiser, `make_train_step`) from config.rl: optimiser, schedule and step settings
-  in one place. Pass `tx` when the state was already built with the run's optimiser, and
-  `group_size` from `prompt_group_size` to pack shared prompts."""
+  in one place. `temperature`: config.rollout.temperature. Pass `tx` when the state was
+  already built with the run's optimiser, and `group_size` from `prompt_group_size` to
+  pack shared prompts."""
   tx = make_optimizer(rl) if tx is None else tx
-  step = make_train_step(forward, tx, StepConfig.from_config(rl, group_size),
+  step = make_train_step(forward, tx, StepConfig.from_config(rl, group_size,
+                                                           temperature=temperature),
                          schedule=lr_schedule(rl), **kwargs)
   return tx, step

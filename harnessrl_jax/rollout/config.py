@@ -7,14 +7,12 @@ and shared with `SamplingParams`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 
 # Decode steps per phase (see engine.decode_phases): shorter phases read fewer empty cache
 # slots but compile more loops. Measured on SmolLM2 at 128 new tokens in docs/performance.md.
@@ -28,7 +26,8 @@ def rollout_defaults() -> ml_collections.ConfigDict:
   Fields:
     num_samples: J, rollouts per task (paper: 8).
     max_new_tokens: the longest response.
-    temperature: sampling temperature; the learner's rl.temperature must match.
+    temperature: sampling temperature; the learner scores the sampled responses at this
+      temperature too (their log-probs under the law that sampled them).
     top_p: nucleus mass; 1.0: no nucleus cut.
     top_k: keep the k likeliest tokens; 0: no top-k cut.
     prompt_buckets: prompt lengths round up to these, so new lengths do not recompile.
@@ -68,33 +67,8 @@ def sampling_problems(temperature: float, top_p: float, top_k: int, max_new_toke
   return out
 
 
-@dataclasses.dataclass(frozen=True)
-class RolloutConfig:
-  """`config.rollout`, typed and checked (field meanings: `rollout_defaults`)."""
-
-  num_samples: int
-  max_new_tokens: int
-  temperature: float
-  top_p: float
-  top_k: int
-  prompt_buckets: tuple[int, ...]
-  decode_phase_tokens: int
-  eval_pad_multiple: int
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> RolloutConfig:
-    """The view of a rollout section (a ConfigDict or a view); raises one ConfigError
-    listing every problem unless `check` is False."""
-    view = cls(num_samples=int(section.num_samples), max_new_tokens=int(section.max_new_tokens),
-               temperature=float(section.temperature), top_p=float(section.top_p),
-               top_k=int(section.top_k),
-               prompt_buckets=tuple(int(b) for b in section.prompt_buckets),
-               decode_phase_tokens=int(section.decode_phase_tokens),
-               # A run's config.json from before this field evaluates as it is built now.
-               eval_pad_multiple=int(getattr(section, "eval_pad_multiple", EVAL_PAD_MULTIPLE)))
-    if check:
-      refuse(view.problems())
-    return view
+class RolloutConfig(section_view(rollout_defaults, "config.rollout")):
+  """`config.rollout`, typed (fields and their meanings: `rollout_defaults`)."""
 
   def problems(self) -> list[str]:
     out = [f"config.rollout.{p}" for p in sampling_problems(

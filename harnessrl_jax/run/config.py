@@ -5,12 +5,9 @@ defaults and the typed views `DataConfig` and `TrainConfig` (the ablation sectio
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import ml_collections
 
-from harnessrl_jax.errors import refuse
+from harnessrl_jax.config_view import section_view
 
 
 def data_defaults() -> ml_collections.ConfigDict:
@@ -76,49 +73,16 @@ def ablation_defaults() -> ml_collections.ConfigDict:
   return a
 
 
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-  """`config.data`, typed and checked (field meanings: `data_defaults`)."""
-
-  train: str
-  heldout: str
-  domains: tuple[str, ...]
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> DataConfig:
-    """The view of a data section (a ConfigDict or a view); raises one ConfigError listing
-    every problem unless `check` is False."""
-    view = cls(train=str(section.train), heldout=str(section.heldout),
-               domains=tuple(str(d) for d in section.domains))
-    if check:
-      refuse(view.problems())
-    return view
+class DataConfig(section_view(data_defaults, "config.data")):
+  """`config.data`, typed (fields and their meanings: `data_defaults`)."""
 
   def problems(self) -> list[str]:
     return [f"config.data.{name} is empty: point it at a task JSONL file"
             for name in ("train", "heldout") if not getattr(self, name)]
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """`config.train`, typed and checked (field meanings: `train_defaults`)."""
-
-  steps: int
-  log_every: int
-  eval_every: int
-  eval_tasks: int
-  checkpoint_every: int
-  keep_checkpoints: int
-  oracle_groups_every: int
-
-  @classmethod
-  def from_config(cls, section: Any, *, check: bool = True) -> TrainConfig:
-    """The view of a train section (a ConfigDict or a view); raises one ConfigError
-    listing every problem unless `check` is False."""
-    view = cls(**{f.name: int(getattr(section, f.name)) for f in dataclasses.fields(cls)})
-    if check:
-      refuse(view.problems())
-    return view
+class TrainConfig(section_view(train_defaults, "config.train")):
+  """`config.train`, typed (fields and their meanings: `train_defaults`)."""
 
   def problems(self) -> list[str]:
     out = []

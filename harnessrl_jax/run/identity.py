@@ -29,12 +29,15 @@ refused: the safe side). docs/operational.md lists the operational fields and wh
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
+
+from harnessrl_jax.errors import refuse
 
 # field path -> why it may change on resume (docs/operational.md shows this table)
 OPERATIONAL: Mapping[str, str] = MappingProxyType({
@@ -101,7 +104,7 @@ EXPERIMENT: frozenset[str] = frozenset({
     *_leaves("rl", "adam_b1 adam_b2 adam_eps advantage beta clip_eps_high clip_eps_low "
                    "eps_advantage kl_estimator learning_rate logprob_chunk loss_aggregation "
                    "lr_schedule max_grad_norm max_response_len micro_batch_size num_epochs "
-                   "prompt_pad_multiple share_prompts tasks_per_step temperature total_steps "
+                   "prompt_pad_multiple share_prompts tasks_per_step total_steps "
                    "warmup_steps weight_decay"),
     *_leaves("rl.mesh", "data fsdp tensor"),
     *_leaves("harness", "guidance_caps ladder total_weight"),
@@ -113,12 +116,49 @@ EXPERIMENT: frozenset[str] = frozenset({
                         "calibration_path memory_window saturated_history min_confidence "
                         "length_ratio phrase_share disagreement_points intervention "
                         "intervention_flip_share intervention_rest_points resample_j prefetch_resamples "
-                        "negative_weight transfer_tasks async_evolver calibrate_tasks "
+                        "negative_weight transfer_tasks calibrate_tasks "
                         "calibrate_min_band"),
     # steps: the guidance schedule's quarters and the last step's evaluation depend on it
     *_leaves("train", "steps eval_tasks"),
     *_leaves("ablation", "routes critic memory"),
 })
+
+
+# Fields a run recorded before they left the tree -> the value they must hold for the
+# record to mean what the current tree means (given the record's other fields). A recorded
+# config holding one is read with the field dropped (`retired_dropped`): resume, evaluation
+# and identity checks of older runs go on.
+RETIRED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    # the learner's temperature: one number with the sampler's since (validate required it)
+    "rl.temperature": lambda leaves: leaves.get("rollout.temperature"),
+    # the driver always ran the evolver synchronously (validate refused True)
+    "evolver.async_evolver": lambda leaves: False,
+})
+
+
+def retired_dropped(tree: Mapping[str, Any]) -> dict[str, Any]:
+  """A recorded config tree without its `RETIRED` fields (a deep copy; the others as
+  recorded).
+
+  Raises:
+    ConfigError: naming each retired field whose recorded value differs from the one the
+      current tree implies (that run computed something this version cannot).
+  """
+  leaves = flat(tree)
+  problems = [f"recorded config.{path} = {leaves[path]!r}: this field is gone (now "
+              f"{implied(leaves)!r} for the recorded config); this version cannot reproduce "
+              "that run" for path, implied in RETIRED.items()
+              if path in leaves and leaves[path] != implied(leaves)]
+  refuse(problems)
+  out = copy.deepcopy(dict(tree))
+  for path in RETIRED:
+    *parents, name = path.split(".")
+    section = out
+    for p in parents:
+      section = section.get(p) if isinstance(section, Mapping) else None
+    if isinstance(section, dict):
+      section.pop(name, None)
+  return out
 
 
 def config_tree(config) -> dict[str, Any]:
@@ -164,8 +204,10 @@ class Change:
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Change, ...]:
-  """Every field whose value differs between two config trees, sorted by path."""
-  a, b = flat(old), flat(new)
+  """Every field whose value differs between two config trees, sorted by path; `old` may
+  be a recorded tree with `RETIRED` fields (they are dropped, or refused: `retired_dropped`).
+  """
+  a, b = flat(retired_dropped(old)), flat(new)
   return tuple(Change(k, a.get(k), b.get(k))
                for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 

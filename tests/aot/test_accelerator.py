@@ -266,7 +266,8 @@ def _first_moment(state):
 
 
 def _train_once(graphdef, params, ref, batch, device, precision):
-  tx, step = ts.build_step(ts.decoder_forward(graphdef), _rl(), donate=False)
+  tx, step = ts.build_step(ts.decoder_forward(graphdef), _rl(), temperature=1.0,
+                           donate=False)
   with jax.default_device(device):
     state, _ = rl_mesh.init_state(params, tx, None, ref)
     state = jax.device_put(state, device)

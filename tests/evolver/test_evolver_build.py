@@ -88,7 +88,7 @@ def test_unknown_route_or_backend_is_a_config_error_at_the_boundary():
                                         r"in \[0, 1\]"):
     validate(c)
   ab = AblationConfig.from_config(base_config().ablation)
-  assert ab.routes == {"rubric", "guidance", "sampling"} and ab.critic and ab.memory
+  assert ab.routes == ("rubric", "guidance", "sampling") and ab.critic and ab.memory
   with pytest.raises(dataclasses.FrozenInstanceError):
     ab.critic = False
 

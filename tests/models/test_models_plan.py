@@ -118,7 +118,7 @@ def test_remat_saves_block_inputs_instead_of_their_intermediates():
   # Without remat a 2-layer model keeps more per row than a 1-layer one, by one block's
   # intermediates; with remat the extra block costs only its input (rows x T x D).
   arch = ModelConfig.tiny("llama", scan_layers=False)
-  step = StepConfig.from_config(base_config().rl)
+  step = StepConfig.from_config(base_config().rl, temperature=1.0)
   rows = {}
   for layers in (1, 2):
     cfg = arch.replace(num_layers=layers, layer_types=("full_attention",) * layers)

@@ -56,9 +56,10 @@ def main(port: str, pid: int) -> None:
   graphdef, params, rl, batch = make_inputs()
   assert jax.device_count() == 4 and jax.local_device_count() == 2
   mesh = rl_mesh.mesh_from_config(ml_collections.ConfigDict({"data": 2, "fsdp": 2, "tensor": 1}))
-  tx, _ = ts.build_step(ts.decoder_forward(graphdef), rl)
+  tx, _ = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0)
   state, sh = rl_mesh.init_state(params, tx, mesh)
-  _, step = ts.build_step(ts.decoder_forward(graphdef), rl, mesh=mesh, state_sharding=sh)
+  _, step = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0, mesh=mesh,
+                          state_sharding=sh)
   # This process's rows only: the global batch is assembled across processes.
   half = B // 2
   local = RLBatch(**{k: v[pid * half:(pid + 1) * half] for k, v in batch.items()})
@@ -91,7 +92,7 @@ def test_two_processes_match_one_device():
     results.append(json.loads(line[len("RESULT "):]))
 
   graphdef, params, rl, batch = make_inputs()
-  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl)
+  tx, step = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0)
   state, _ = rl_mesh.init_state(params, tx)
   state, metrics = step(state, rl_mesh.shard_batch(RLBatch(**batch), None))
   want_emb = float(np.abs(np.asarray(state.params["embed_tokens"][...])).sum())

@@ -26,8 +26,8 @@ def test_emit_token_k_reward_rises():
   rl.micro_batch_size = 16
   rl.logprob_chunk = 4
   fwd = ts.decoder_forward(graphdef)
-  tx, step = ts.build_step(fwd, rl)
-  logprob_fn = ts.make_logprob_fn(fwd, ts.StepConfig.from_config(rl))
+  tx, step = ts.build_step(fwd, rl, temperature=1.0)
+  logprob_fn = ts.make_logprob_fn(fwd, ts.StepConfig.from_config(rl, temperature=1.0))
   state, _ = rl_mesh.init_state(params, tx, None, ref_params=params)
   prompts = np.random.default_rng(0).integers(0, V, (TASKS, 3)).astype(np.int32)
   sampling = SamplingParams(temperature=1.0, max_new_tokens=NEW)

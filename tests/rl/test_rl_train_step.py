@@ -62,7 +62,8 @@ def _run(model, rl, batch, mesh=None, with_ref=True, group_size=1):
   graphdef, params, ref = model
   tx = make_optimizer(rl)
   state, sh = rl_mesh.init_state(params, tx, mesh, ref if with_ref else None)
-  _, step = ts.build_step(ts.decoder_forward(graphdef), rl, mesh=mesh, state_sharding=sh,
+  _, step = ts.build_step(ts.decoder_forward(graphdef), rl, temperature=1.0, mesh=mesh,
+                          state_sharding=sh,
                           donate=False, group_size=group_size)
   return state, step, rl_mesh.shard_batch(batch, mesh)
 
@@ -221,10 +222,10 @@ def test_shared_prompt_packing_keeps_loss_and_gradient(model, micro, mesh_axes):
     np.testing.assert_allclose(float(m_packed[k]), float(m_rows[k]), rtol=2e-5, atol=1e-7,
                                err_msg=k)
   assert _maxdiff(_mu(s_packed), _mu(s_rows)) < 1e-6
-  cfg = ts.StepConfig.from_config(rl)
+  cfg = ts.StepConfig.from_config(rl, temperature=1.0)
   fwd = ts.decoder_forward(graphdef)
   rows = ts.make_logprob_fn(fwd, cfg)(model[1], batch)
-  packed = ts.make_logprob_fn(fwd, ts.StepConfig.from_config(rl, 4))(model[1], batch)
+  packed = ts.make_logprob_fn(fwd, ts.StepConfig.from_config(rl, 4, temperature=1.0))(model[1], batch)
   np.testing.assert_allclose(np.asarray(packed), np.asarray(rows), atol=2e-5)
 
 

@@ -27,8 +27,8 @@ def test_identical_policies_give_ratio_one_and_zero_kl(model):
   graphdef, params, _ = model
   rl = _rl()
   fwd = ts.decoder_forward(graphdef)
-  cfg = ts.StepConfig.from_config(rl)
-  tx, step = ts.build_step(fwd, rl, donate=False)
+  cfg = ts.StepConfig.from_config(rl, temperature=1.0)
+  tx, step = ts.build_step(fwd, rl, temperature=1.0, donate=False)
   state, _ = rl_mesh.init_state(params, tx, None, ref_params=params)  # ref == policy
   logprob_fn = ts.make_logprob_fn(fwd, cfg)
   batch = rl_mesh.shard_batch(_batch(2).replace(old_logprobs=None), None)

@@ -1,12 +1,19 @@
 """The split of the config into experiment and operational fields: every field is in
 exactly one part, docs/operational.md shows the same table, and only the experiment part
-moves the digest."""
+moves the digest; a run recorded with fields that have since left the tree still loads."""
 
+import json
 import os
 import re
 
+import pytest
+
+from harnessrl_jax import run_files
+from harnessrl_jax.config import base_config, validate
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.eval.evaluate import load_run_config
+from harnessrl_jax.run import checkpoint
 from harnessrl_jax.run import identity as ci
-from harnessrl_jax.config import base_config
 from repo_paths import REPO
 
 
@@ -54,3 +61,45 @@ def test_differences_name_each_field_and_its_part():
   del tree["judge"]["cache_size"]
   assert [str(c) for c in ci.differences(tree, ci.config_tree(a))] == [
       "judge.cache_size: None -> 200000"]
+
+
+def _recorded_before_retirements(config):
+  """The config.json tree a run of `config` wrote before rl.temperature and
+  evolver.async_evolver left the tree."""
+  tree = ci.config_tree(config)
+  tree["rl"]["temperature"] = tree["rollout"]["temperature"]
+  tree["evolver"]["async_evolver"] = False
+  return tree
+
+
+def test_a_run_recorded_with_retired_fields_still_loads(tmp_path, monkeypatch):
+  c = base_config()
+  c.rollout.temperature = 0.7
+  old = _recorded_before_retirements(c)
+  assert ci.differences(old, ci.config_tree(c)) == ()
+  assert ci.retired_dropped(old) == ci.config_tree(c)
+  # The evaluator's reader, and the resume guard and recorder of a workdir with a checkpoint.
+  (tmp_path / run_files.CONFIG).write_text(json.dumps(
+      {run_files.EXPERIMENT_SHA256: "recorded", run_files.CONFIG_TREE: old}))
+  loaded = load_run_config(str(tmp_path))
+  validate(loaded)
+  assert "temperature" not in loaded.rl and loaded.rollout.temperature == 0.7
+  monkeypatch.setattr(checkpoint, "has_checkpoint", lambda workdir: True)
+  checkpoint.guard_config(c, str(tmp_path))
+  assert checkpoint.record_config(c, str(tmp_path), resumed_at=3) == []
+  changes = tmp_path / run_files.CONFIG_CHANGES
+  assert not changes.exists() or not changes.read_text()   # nothing changed
+  assert "temperature" not in json.loads(
+      (tmp_path / run_files.CONFIG).read_text())[run_files.CONFIG_TREE]["rl"]
+
+
+def test_a_retired_field_that_meant_another_run_is_refused():
+  c = base_config()
+  old = _recorded_before_retirements(c)
+  old["rl"]["temperature"] = 0.7     # scored at 0.7, sampled at 1.0: not expressible now
+  old["evolver"]["async_evolver"] = True
+  with pytest.raises(ConfigError) as e:
+    ci.differences(old, ci.config_tree(c))
+  lines = str(e.value).splitlines()
+  assert [l.split(":")[0] for l in lines] == ["recorded config.rl.temperature = 0.7",
+                                              "recorded config.evolver.async_evolver = True"]

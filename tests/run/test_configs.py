@@ -8,16 +8,19 @@ import importlib
 import json
 import os
 
+import ml_collections
 import pytest
 
 from harnessrl_jax import run_files, train
 from harnessrl_jax.config import base_config, validate
+from harnessrl_jax.config_view import section_view
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.harness.config import HarnessConfig
 from harnessrl_jax.judges.config import JudgeConfig, same_model
 from harnessrl_jax.memory.config import MemoryConfig
 from harnessrl_jax.models.config import ModelSettings
-from harnessrl_jax.rl.config import MeshConfig, OptimizerConfig, RLConfig
+from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig
+from harnessrl_jax.rl.config import MeshConfig, RLConfig
 from harnessrl_jax.rollout.config import RolloutConfig
 from harnessrl_jax.run.config import DataConfig, TrainConfig
 from repo_paths import REPO
@@ -62,7 +65,7 @@ def test_validate_lists_every_problem_with_its_field():
   c.harness.ladder = (1.0, 0.5, 0.7)
   c.memory.approx_kind = "lsh"
   c.ablation.routes = ("rubric", "vibes")
-  c.evolver.async_evolver = True
+  c.evolver.rounds = -1
   c.rollout.top_p = 0.0
   c.rl.mesh.data = 4
   with pytest.raises(ConfigError) as e:
@@ -73,7 +76,7 @@ def test_validate_lists_every_problem_with_its_field():
           "config.rl.total_steps = 5 must exceed config.rl.warmup_steps = 5",
           "config.rl.kl_estimator = 'k9'", "config.harness.ladder = (1.0, 0.5, 0.7)",
           "config.memory.approx_kind = 'lsh'", "config.ablation.routes",
-          "config.evolver.async_evolver = True", "config.rollout.top_p = 0.0",
+          "config.evolver.rounds = -1", "config.rollout.top_p = 0.0",
           "config.rl.mesh = {'data': 4, 'fsdp': 1, 'tensor': 1} needs 4 devices but this "
           "run sees 2"]
   for start in want:
@@ -107,8 +110,11 @@ def test_validate_checks_the_batch_split_and_the_learner_temperature():
     validate(c)         # fully sized: known without the devices
   c = load("tiny")
   c.rollout.temperature = 0.7
-  with pytest.raises(ConfigError, match=r"config\.rl\.temperature = 1\.0 differs from "
-                                        r"config\.rollout\.temperature = 0\.7"):
+  validate(c)         # one temperature: the learner's is the sampler's
+  assert "temperature" not in c.rl
+  c.rollout.temperature = 0.0   # greedy sampling is a law the learner cannot score
+  with pytest.raises(ConfigError, match=r"config\.rollout\.temperature = 0\.0: the "
+                                        r"learner's log-probs need > 0"):
     validate(c)
 
 
@@ -124,8 +130,8 @@ def _plain(x):
 @pytest.mark.parametrize("view,section", [
     (ModelSettings, "model"), (RolloutConfig, "rollout"), (JudgeConfig, "judge"),
     (HarnessConfig, "harness"), (MemoryConfig, "memory"), (TrainConfig, "train"),
-    (DataConfig, "data"), (MeshConfig, "rl.mesh"), (OptimizerConfig, "rl"),
-    (RLConfig, "rl")])
+    (DataConfig, "data"), (MeshConfig, "rl.mesh"), (RLConfig, "rl"),
+    (EvolverConfig, "evolver"), (AblationConfig, "ablation")])
 def test_views_round_trip_the_defaults(view, section):
   c = base_config()
   for part in section.split("."):
@@ -133,11 +139,7 @@ def test_views_round_trip_the_defaults(view, section):
   v = view.from_config(c)
   assert view.from_config(v) == v   # a view is a section too
   got, want = _plain(dataclasses.asdict(v)), _plain(c.to_dict())
-  if view is RLConfig:   # the loop's fields with the optimiser's and the mesh's views
-    got.update(got.pop("optimizer"))
-  assert got == {k: want[k] for k in got}
-  if view not in (OptimizerConfig, RLConfig):
-    assert set(got) == set(want)
+  assert got == want   # every field of the defaults, and nothing else
 
 
 def test_same_model_compares_what_decides_the_weights():
@@ -225,3 +227,65 @@ def test_baseline_runs_one_step(name, small_data, tmp_path):
     assert s["cost"]["critic_rollouts"] == 0 and s["cost"]["critic_judge_cells"] == 0
     assert accepted, s["updates"]
   assert (tmp_path / name / "memory").exists() == (name != "no_critic_no_memory")
+
+
+def _toy_defaults():
+  c = ml_collections.ConfigDict()
+  c.rate = 0.5
+  c.count = 3
+  c.name = "a"
+  c.on = True
+  c.band = (1.0, 2.0)
+  c.sub = ml_collections.ConfigDict()
+  c.sub.size = 4
+  return c
+
+
+def test_a_default_is_a_view_field_with_its_type():
+  """The derived view: a new default is a new field, read and coerced by its default's type;
+  every missing or ill-typed field is named at once as config.<section>.<field>."""
+  view = section_view(_toy_defaults, "config.toy")
+  assert [f.name for f in dataclasses.fields(view)] == ["band", "count", "name", "on", "rate",
+                                                         "sub"]
+  c = _toy_defaults()
+  c.rate, c.band = 2, [3, 4]      # an int for a float, a list for a tuple
+  v = view.from_config(c)
+  assert (v.rate, v.band, v.sub.size) == (2.0, (3.0, 4.0), 4)
+  assert type(v.rate) is float and isinstance(v.band, tuple)
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    v.rate = 1.0
+  bad = c.to_dict()
+  bad.update(count=2.5, on=1, sub={"size": "big"})
+  del bad["name"]
+  with pytest.raises(ConfigError) as e:
+    view.from_config(ml_collections.ConfigDict(bad, type_safe=False))
+  assert str(e.value).splitlines() == [
+      "config.toy.count = 2.5: expected an integer, like its default 3",
+      "config.toy.name: missing (build the section on its defaults)",
+      "config.toy.on = 1: expected True or False, like its default True",
+      "config.toy.sub.size = 'big': expected an integer, like its default 4"]
+  # A plain dict names only what it changes; the rest are the defaults; no unknown names.
+  assert view.from_config({"count": 7}).count == 7
+  assert view.from_config({}) == view.from_config(_toy_defaults())
+  with pytest.raises(ConfigError, match=r"config\.toy\.colour: no such field"):
+    view.from_config({"colour": "red"})
+
+
+def test_views_check_in_one_style_and_name_the_nested_path():
+  c = base_config()
+  c.judge.model.dtype = "float64"
+  c.evolver.rounds = -1
+  c.evolver.guidance_band = (5.0, 1.0)
+  assert EvolverConfig.from_config(c.evolver, check=False).problems() == [
+      "config.evolver.rounds = -1: must be >= 0",
+      "config.evolver.guidance_band = [5.0, 1.0]: need 0 <= lo <= hi (points)"]
+  with pytest.raises(ConfigError, match=r"config\.evolver\.rounds = -1"):
+    EvolverConfig.from_config(c.evolver)
+  c.judge.backend = "jetstream"    # loads judge.model, so its settings are checked
+  assert JudgeConfig.from_config(c.judge, check=False).problems() == [
+      "config.judge.model.dtype = 'float64': expected one of ('float32', 'bfloat16', "
+      "'float16')"]
+  c.judge.model = ml_collections.ConfigDict({**c.judge.model.to_dict(), "seed": "x"})
+  with pytest.raises(ConfigError, match=r"^config\.judge\.model\.seed = 'x': expected an "
+                                        r"integer"):
+    JudgeConfig.from_config(c.judge)
