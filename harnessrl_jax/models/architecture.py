@@ -323,50 +323,11 @@ class ModelConfig:
   @classmethod
   def from_hf(cls, config: Mapping[str, Any] | str | os.PathLike, **overrides: Any) -> ModelConfig:
     """Reads a HF `config.json` (a dict, the file, or its directory); `overrides` win."""
-    where = "HF config"
-    if not isinstance(config, Mapping):
-      path = os.fspath(config)
-      if os.path.isdir(path):
-        path = os.path.join(path, "config.json")
-      where = path
-      try:
-        with open(path, encoding="utf-8") as f:
-          config = json.load(f)
-      except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
-    c = dict(config)
-    model_type = c.get("model_type")
-    if model_type in _MULTIMODAL_TEXT_TYPES and isinstance(c.get("text_config"), Mapping):
-      # The released Qwen3.5, Gemma 3 (4B and up) and Gemma 4 checkpoints are multimodal
-      # wrappers: read the text model (hf_io reads its weights and leaves the vision and
-      # audio towers). Tying is the wrapper's field, as transformers reads it.
-      text = c["text_config"]
-      c = {**text, "tie_word_embeddings": c.get("tie_word_embeddings",
-                                                 text.get("tie_word_embeddings", False))}
-      model_type = c.setdefault("model_type", _MULTIMODAL_TEXT_TYPES[model_type])
-    if model_type in _MULTIMODAL_TEXT_TYPES:
-      raise ConfigError(f"{where}: model_type={model_type!r} is a multimodal wrapper without "
-                        "a text_config; expected its text model's fields under text_config")
-    if model_type not in _HF_MODEL_TYPES:
-      raise ConfigError(f"{where}: model_type={model_type!r} is not supported; "
-                        f"have {sorted(_HF_MODEL_TYPES)}")
+    c, where = _read_hf_config(config)
+    c, model_type = _hf_text_model(c, where)
     family = _HF_MODEL_TYPES[model_type]
     gemma = family in GEMMA_FAMILIES
-    for flag in ("mlp_bias", "use_bidirectional_attention") + (() if gemma else
-                                                               ("use_sliding_window",)):
-      value = c.get(flag)
-      # Gemma 4's "vision" makes only image tokens bidirectional: text stays causal.
-      text_causal = (model_type == "gemma4_text" and flag == "use_bidirectional_attention"
-                     and value == "vision")
-      if value and not text_causal:
-        raise ConfigError(f"{where}: {flag}={value!r} is not supported")
-    act_field = "hidden_activation" if gemma else "hidden_act"
-    act = c.get(act_field) or ("gelu_pytorch_tanh" if gemma else "silu")
-    if act != ("gelu_pytorch_tanh" if gemma else "silu"):
-      raise ConfigError(f"{where}: {act_field}={act!r} is not supported for {model_type}")
-    # Qwen2 always has q/k/v bias; Llama/Qwen3/Gemma `attention_bias` would also bias o_proj.
-    if family != "qwen2" and c.get("attention_bias"):
-      raise ConfigError(f"{where}: attention_bias=true is not supported for {model_type}")
+    act = _check_hf_support(c, where, model_type, family)
     heads = int(c["num_attention_heads"])
     layers = int(c["num_hidden_layers"])
     rope_theta, rope_scaling = _rope_fields(c, "full_attention" if gemma else None)
@@ -375,34 +336,9 @@ class ModelConfig:
       fields = gemma4_config.from_hf(c, where)
       rope_theta, rope_scaling = fields.pop("rope_theta"), fields.pop("rope_scaling")
     elif gemma:
-      layer_types = c.get("layer_types") or [
-          "full_attention" if (i + 1) % int(c.get("sliding_window_pattern") or
-                                            _GEMMA3_SLIDING_PATTERN) == 0
-          else "sliding_attention" for i in range(layers)]
-      local_theta, local_scaling = _rope_fields(c, "sliding_attention")
-      if local_scaling is not None:
-        raise ConfigError(f"{where}: RoPE scaling on sliding_attention layers is not supported")
-      fields = dict(
-          layer_types=tuple(layer_types), sliding_window=c.get("sliding_window"),
-          rope_local_theta=local_theta,
-          query_pre_attn_scalar=int(c.get("query_pre_attn_scalar") or 256),
-          # attn_logit_softcapping is not read: transformers' Gemma 3 never applies it (the
-          # released configs set it null), and parity is with transformers.
-          final_logit_softcapping=c.get("final_logit_softcapping"),
-          hidden_act=act)
+      fields = _gemma3_fields(c, where, layers, act)
     if family == "qwen3_5":
-      layer_types = tuple(c.get("layer_types") or [
-          "full_attention" if (i + 1) % int(c.get("full_attention_interval") or 4) == 0
-          else "linear_attention" for i in range(layers)])
-      rope = c.get("rope_parameters") or {}
-      fields = dict(
-          layer_types=layer_types,
-          partial_rotary_factor=float(rope.get("partial_rotary_factor",
-                                               c.get("partial_rotary_factor", 0.25))),
-          attn_output_gate=True,
-          **{k: int(c[k]) for k in ("linear_num_key_heads", "linear_num_value_heads",
-                                    "linear_key_head_dim", "linear_value_head_dim",
-                                    "linear_conv_kernel_dim")})
+      fields = _qwen3_5_fields(c, layers)
     eos = c.get("eos_token_id")
     eos_ids = () if eos is None else (tuple(eos) if isinstance(eos, (list, tuple)) else (eos,))
     fields.update(
@@ -543,3 +479,98 @@ def _rope_fields(c: Mapping[str, Any], layer_type: str | None) -> tuple[float, d
   rope.pop("type", None)
   rope["rope_type"] = rope_type
   return rope_theta, rope
+
+
+def _read_hf_config(config: Mapping[str, Any] | str | os.PathLike) -> tuple[dict, str]:
+  """(the config.json fields, where they came from for messages): a dict as given, or
+  the file (or its directory's config.json) read."""
+  where = "HF config"
+  if not isinstance(config, Mapping):
+    path = os.fspath(config)
+    if os.path.isdir(path):
+      path = os.path.join(path, "config.json")
+    where = path
+    try:
+      with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+      raise ConfigError(f"{path}: cannot read a HF config.json ({e})") from e
+  return dict(config), where
+
+
+def _hf_text_model(c: dict, where: str) -> tuple[dict, str]:
+  """(the text model's fields, its model_type): a multimodal wrapper's text_config, else
+  the fields as they are; refuses a model_type this package does not implement."""
+  model_type = c.get("model_type")
+  if model_type in _MULTIMODAL_TEXT_TYPES and isinstance(c.get("text_config"), Mapping):
+    # The released Qwen3.5, Gemma 3 (4B and up) and Gemma 4 checkpoints are multimodal
+    # wrappers: read the text model (hf_io reads its weights and leaves the vision and
+    # audio towers). Tying is the wrapper's field, as transformers reads it.
+    text = c["text_config"]
+    c = {**text, "tie_word_embeddings": c.get("tie_word_embeddings",
+                                               text.get("tie_word_embeddings", False))}
+    model_type = c.setdefault("model_type", _MULTIMODAL_TEXT_TYPES[model_type])
+  if model_type in _MULTIMODAL_TEXT_TYPES:
+    raise ConfigError(f"{where}: model_type={model_type!r} is a multimodal wrapper without "
+                      "a text_config; expected its text model's fields under text_config")
+  if model_type not in _HF_MODEL_TYPES:
+    raise ConfigError(f"{where}: model_type={model_type!r} is not supported; "
+                      f"have {sorted(_HF_MODEL_TYPES)}")
+  return c, model_type
+
+
+def _check_hf_support(c: dict, where: str, model_type: str, family: str) -> str:
+  """Refuses the HF flags this implementation would silently ignore; returns the MLP's
+  activation name."""
+  gemma = family in GEMMA_FAMILIES
+  for flag in ("mlp_bias", "use_bidirectional_attention") + (() if gemma else
+                                                             ("use_sliding_window",)):
+    value = c.get(flag)
+    # Gemma 4's "vision" makes only image tokens bidirectional: text stays causal.
+    text_causal = (model_type == "gemma4_text" and flag == "use_bidirectional_attention"
+                   and value == "vision")
+    if value and not text_causal:
+      raise ConfigError(f"{where}: {flag}={value!r} is not supported")
+  act_field = "hidden_activation" if gemma else "hidden_act"
+  act = c.get(act_field) or ("gelu_pytorch_tanh" if gemma else "silu")
+  if act != ("gelu_pytorch_tanh" if gemma else "silu"):
+    raise ConfigError(f"{where}: {act_field}={act!r} is not supported for {model_type}")
+  # Qwen2 always has q/k/v bias; Llama/Qwen3/Gemma `attention_bias` would also bias o_proj.
+  if family != "qwen2" and c.get("attention_bias"):
+    raise ConfigError(f"{where}: attention_bias=true is not supported for {model_type}")
+  return act
+
+
+def _gemma3_fields(c: dict, where: str, layers: int, act: str) -> dict[str, Any]:
+  """Gemma 2/3's own fields: the sliding/full layer pattern, local RoPE, query scale."""
+  layer_types = c.get("layer_types") or [
+      "full_attention" if (i + 1) % int(c.get("sliding_window_pattern") or
+                                        _GEMMA3_SLIDING_PATTERN) == 0
+      else "sliding_attention" for i in range(layers)]
+  local_theta, local_scaling = _rope_fields(c, "sliding_attention")
+  if local_scaling is not None:
+    raise ConfigError(f"{where}: RoPE scaling on sliding_attention layers is not supported")
+  return dict(
+      layer_types=tuple(layer_types), sliding_window=c.get("sliding_window"),
+      rope_local_theta=local_theta,
+      query_pre_attn_scalar=int(c.get("query_pre_attn_scalar") or 256),
+      # attn_logit_softcapping is not read: transformers' Gemma 3 never applies it (the
+      # released configs set it null), and parity is with transformers.
+      final_logit_softcapping=c.get("final_logit_softcapping"),
+      hidden_act=act)
+
+
+def _qwen3_5_fields(c: dict, layers: int) -> dict[str, Any]:
+  """Qwen3.5's own fields: the linear/full layer pattern, partial RoPE, linear attention."""
+  layer_types = tuple(c.get("layer_types") or [
+      "full_attention" if (i + 1) % int(c.get("full_attention_interval") or 4) == 0
+      else "linear_attention" for i in range(layers)])
+  rope = c.get("rope_parameters") or {}
+  return dict(
+      layer_types=layer_types,
+      partial_rotary_factor=float(rope.get("partial_rotary_factor",
+                                           c.get("partial_rotary_factor", 0.25))),
+      attn_output_gate=True,
+      **{k: int(c[k]) for k in ("linear_num_key_heads", "linear_num_value_heads",
+                                "linear_key_head_dim", "linear_value_head_dim",
+                                "linear_conv_kernel_dim")})
