@@ -330,19 +330,6 @@ def load_tasks(path: str | os.PathLike) -> tuple[Task, ...]:
   return tuple(t for _, t in tasks)
 
 
-def load_task_files(paths: Iterable[str | os.PathLike]) -> tuple[Task, ...]:
-  """Loads several task files in order; task ids must be unique across all of them.
-
-  Raises:
-    DataError: listing every problem of every file; nothing is returned then.
-  """
-  paths = [os.fspath(p) for p in paths]
-  good, problems = validate_files(paths)
-  if problems:
-    raise DataError(problems)
-  return tuple(t for p in paths for t in good[p])
-
-
 def task_line(task: Task) -> str:
   """The canonical one-line JSON of a task (fixed key order, UTF-8 text, no NaN)."""
   return json.dumps(task.to_json(), ensure_ascii=False, allow_nan=False)

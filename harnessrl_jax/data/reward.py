@@ -16,20 +16,9 @@ and `num_unscored` counts unscored real cells.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax.numpy as jnp
-import numpy as np
-
-from harnessrl_jax.data.schema import Task
-
-
-class RubricArrays(NamedTuple):
-  """Criterion weights of a batch of tasks, padded to the longest rubric."""
-
-  weights: np.ndarray          # [tasks, criteria] float32; 0 on padding
-  criterion_mask: np.ndarray   # [tasks, criteria] bool; False on padding
 
 
 class Reward(NamedTuple):
@@ -37,20 +26,6 @@ class Reward(NamedTuple):
   valid: jnp.ndarray           # [tasks, rollouts] bool
   coverage: jnp.ndarray        # [tasks, rollouts] scored positive weight / all positive weight
   num_unscored: jnp.ndarray    # [] int32, real cells without a verdict
-
-
-def rubric_arrays(tasks: Sequence[Task], num_criteria: int | None = None) -> RubricArrays:
-  """Pads the tasks' criterion weights to `num_criteria` (default: the longest rubric)."""
-  k = max((len(t.criteria) for t in tasks), default=0)
-  num_criteria = k if num_criteria is None else num_criteria
-  if num_criteria < k:
-    raise ValueError(f"num_criteria={num_criteria} is below the longest rubric ({k})")
-  weights = np.zeros((len(tasks), num_criteria), np.float32)
-  mask = np.zeros((len(tasks), num_criteria), bool)
-  for i, task in enumerate(tasks):
-    weights[i, :len(task.criteria)] = [c.weight for c in task.criteria]
-    mask[i, :len(task.criteria)] = True
-  return RubricArrays(weights, mask)
 
 
 def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False) -> Reward:

@@ -165,13 +165,6 @@ def constrain_rows(x: jax.Array) -> jax.Array:
   return jax.lax.with_sharding_constraint(x, rows)
 
 
-def shard_model(model: nnx.Module, mesh: Mesh, rules: Rules | None = None) -> nnx.Module:
-  """Moves a model's parameters onto `mesh` in place (per `param_shardings`); returns it."""
-  state = nnx.state(model)
-  nnx.update(model, jax.device_put(state, param_shardings(state, mesh, rules)))
-  return model
-
-
 # ---- per-process rows (several hosts: each feeds and reads its own part)
 
 

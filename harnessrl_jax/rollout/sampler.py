@@ -38,14 +38,6 @@ from harnessrl_jax.rollout.schema_dfa import TokenDFA
 
 BATCH_AXES = ("data", "fsdp")  # mesh axes the rollout batch is split over (those present)
 
-_trace_count = [0]  # incremented each time the rollout program is traced (tests, logging)
-
-
-def num_traces() -> int:
-  """How many times the rollout program has been traced (compiled) in this process."""
-  return _trace_count[0]
-
-
 @struct.dataclass
 class RolloutBatch:
   """Sampled responses, B = num_prompts * J rows (prompt i's samples at rows i*J..i*J+J-1).
@@ -142,7 +134,6 @@ def _rollout_program(graphdef, params, tokens, mask, key, constraints, states, *
                      mesh: Mesh | None, phase_tokens: int,
                      slice_layers: bool = True) -> RolloutBatch:
   with model_sharding.rows_on(mesh):   # the decoder keeps rows split (constrain_rows)
-    _trace_count[0] += 1
     model = nnx.merge(graphdef, params)
     cfg = model.cfg
     eos = cfg.eos_token_ids if eos_token_ids is None else eos_token_ids

@@ -111,7 +111,7 @@ def test_no_leak_between_train_and_heldout(train, heldout):
     assert t.user_text.strip().lower() not in train_users, t.id
     # Held-out tasks come from topics never used in training (not paraphrases).
     assert (t.domain, t.meta["topic"]) not in train_topics, t.id
-  assert loader.load_task_files([TRAIN, HELDOUT])  # ids unique across both files
+  assert loader.validate_files([TRAIN, HELDOUT])[1] == []  # ids unique across both files
 
 
 def test_prompts_are_varied(train):

@@ -10,8 +10,8 @@ import pytest
 
 from harnessrl_jax.data import checks
 from harnessrl_jax.data.frozen import FrozenMap
-from harnessrl_jax.data.loader import (dump_tasks, load_task_files, load_tasks, parse_task,
-                                       task_line)
+from harnessrl_jax.data.loader import (dump_tasks, load_tasks, parse_task, task_line,
+                                       validate_files)
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.errors import DataError
 from repo_paths import REPO
@@ -155,8 +155,8 @@ def test_broken_file_reports_every_planted_error(tmp_path):
   dup = [p for p in e.value.problems if p.startswith(f"{path}:6: id:")]
   assert "line 1" in dup[0]  # names both lines
   # The good tasks on lines 1 and 19 are not returned on their own: the file is rejected whole.
-  with pytest.raises(DataError):
-    load_task_files([path])
+  good_files, problems = validate_files([path])
+  assert good_files == {} and len(problems) == len(found)
 
 
 def test_file_level_problems(tmp_path):
@@ -175,11 +175,12 @@ def test_file_level_problems(tmp_path):
 def test_duplicate_ids_across_files(tmp_path):
   a = write(tmp_path / "a.jsonl", [good("x"), good("y")])
   b = write(tmp_path / "b.jsonl", [good("z"), good("y")])
-  with pytest.raises(DataError) as e:
-    load_task_files([a, b])
-  assert e.value.problems == (f"{b}:2: id: duplicate task id 'y' (first in {a}:2)",)
+  good_files, problems = validate_files([a, b])
+  assert problems == [f"{b}:2: id: duplicate task id 'y' (first in {a}:2)"]
+  assert list(good_files) == [str(a)]   # b is rejected whole
   c = write(tmp_path / "c.jsonl", [good("w")])
-  assert [t.id for t in load_task_files([a, c])] == ["x", "y", "w"]
+  good_files, problems = validate_files([a, c])
+  assert problems == [] and [t.id for p in (a, c) for t in good_files[str(p)]] == ["x", "y", "w"]
 
 
 def test_check_arg_problems_each_on_its_own_line(tmp_path):

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from harnessrl_jax.data.reward import rubric_arrays, rubric_reward
-from harnessrl_jax.data.schema import Criterion, Message, Task
+from harnessrl_jax.data.reward import rubric_reward
 
 
 def _reference(scores, scored, weights, cmask, clip=False):
@@ -62,13 +61,3 @@ def test_no_scored_positive_weight_is_invalid():
   assert not bool(got.valid[0, 0])
   assert float(got.reward[0, 0]) == 0.0
 
-
-def test_rubric_arrays_pads():
-  def task(n):
-    crits = tuple(Criterion(f"c{i}", "t", float(i + 1)) for i in range(n))
-    return Task("t", "science", (Message("user", "q"),), crits)
-  arrays = rubric_arrays([task(1), task(3)])
-  np.testing.assert_array_equal(arrays.weights, [[1, 0, 0], [1, 2, 3]])
-  np.testing.assert_array_equal(arrays.criterion_mask, [[1, 0, 0], [1, 1, 1]])
-  with pytest.raises(ValueError):
-    rubric_arrays([task(3)], num_criteria=2)

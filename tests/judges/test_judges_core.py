@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from harnessrl_jax.data.reward import rubric_arrays, rubric_reward
+from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.frozen import FrozenMap
 from harnessrl_jax.data.schema import Check, Criterion, Message, Task
 from harnessrl_jax.judges import prompt as prompt_lib
@@ -139,7 +139,7 @@ def test_scores_masks_and_reward_against_numpy():
   np.testing.assert_array_equal(m.scores, want)
   np.testing.assert_array_equal(m.criterion_mask, [[True] * 3, [True, False, False]])
   assert m.scored[0].all() and m.scored[1, 0].all() and not m.scored[1, 1:].any()
-  np.testing.assert_array_equal(m.weights, rubric_arrays(tasks).weights)
+  np.testing.assert_array_equal(m.weights, [[1.0, 1.0, -2.0], [1.0, 0.0, 0.0]])  # 0: padding
   assert m.raw[1][1][0] == "" and json.loads(m.raw[0][0][0])["criteria_met"] is True
   r = rubric_reward(m.scores, m.scored, m.weights, m.criterion_mask)
   # HealthBench: sum(lambda * s) / sum(max(lambda, 0)), by hand.

@@ -22,6 +22,13 @@ def _inputs(cfg, b=4, t=12):
   return tokens, positions, mask
 
 
+def _place(model, mesh):
+  """Moves the model's parameters onto `mesh` in place, as the learner places its state
+  (`jax.device_put(state, param_shardings(state, mesh))`, rl/mesh.py)."""
+  state = nnx.state(model)
+  nnx.update(model, jax.device_put(state, sharding.param_shardings(state, mesh)))
+
+
 @pytest.fixture(scope="module")
 def mesh():
   assert len(jax.devices()) == 8, "tests/conftest.py should give 8 fake CPU devices"
@@ -68,7 +75,7 @@ def test_sharded_hybrid_qwen3_5_equals_unsharded(mesh):
   want = np.asarray(step(model, tokens, positions, mask)[0])
   want_cached = [np.asarray(step(model, tokens[:, :8], positions[:, :8], mask[:, :8],
                                  init_cache(cfg, 4, 12))[0])]
-  sharding.shard_model(model, mesh)
+  _place(model, mesh)
   z = model.layers[0].linear_attn.in_proj_z.kernel[...]   # [repeats, embed, linear_v]
   assert z.sharding.spec == P(None, "fsdp", "tensor")
   np.testing.assert_allclose(np.asarray(step(model, tokens, positions, mask)[0]),
@@ -96,7 +103,7 @@ def test_sharded_gemma4_equals_unsharded(mesh, moe):
   tokens, positions, mask = _inputs(cfg)
   step = nnx.jit(lambda m, *a: m(*a))   # once, as in the Qwen3.5 test above
   want = np.asarray(step(model, tokens, positions, mask)[0])
-  sharding.shard_model(model, mesh)
+  _place(model, mesh)
   # The full layer's q_proj [embed, heads * 32] splits both ways; K = V: no v_proj there.
   q = model.layers[1].self_attn.q_proj.kernel[...]
   assert q.sharding.spec == P("fsdp", "tensor") and model.layers[1].self_attn.v_proj is None
@@ -118,7 +125,7 @@ def test_sharded_cached_decode_equals_unsharded(mesh):
   model = Decoder(cfg, rngs=nnx.Rngs(4))
   tokens, positions, mask = _inputs(cfg, t=8)
   want = np.asarray(model(tokens[:, :6], positions[:, :6], mask[:, :6], init_cache(cfg, 4, 8))[0])
-  sharding.shard_model(model, mesh)
+  _place(model, mesh)
   got, cache = nnx.jit(lambda m, *a: m(*a))(model, tokens[:, :6], positions[:, :6],
                                              mask[:, :6], init_cache(cfg, 4, 8))
   np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=0)

@@ -110,13 +110,13 @@ def test_same_bucket_and_batch_multiple_do_not_recompile():
       graphdef, params, prompts, sampling, jax.random.key(seed), num_samples=2,
       prompt_buckets=(8, 16), batch_multiple=4)
   call([[1, 2, 3], [4, 5]], 0)
-  before = rollout_sampler.num_traces()
+  before = rollout_sampler.rollout_jit._cache_size()   # the compiled programs
   out = call([[1, 2, 3, 4, 5, 6, 7], [9], [10, 11, 12]], 1)  # length 7 <= 8, 3 <= 4 prompts
   out2 = call([[8] * 8, [9, 10, 11, 12]], 2)
-  assert rollout_sampler.num_traces() == before
+  assert rollout_sampler.rollout_jit._cache_size() == before
   assert out.response_tokens.shape == (6, 4) and out2.response_tokens.shape == (4, 4)
   call([[1] * 9], 3)  # the next bucket compiles once
-  assert rollout_sampler.num_traces() == before + 1
+  assert rollout_sampler.rollout_jit._cache_size() == before + 1
 
 
 def test_pad_multiple_trims_the_width_and_keeps_greedy_answers():
