@@ -542,7 +542,12 @@ def _share_row(*values: int) -> str:
 
 def format_plan(plan: Plan) -> str:
   """The plan as the table `python -m harnessrl_jax.models.plan` prints."""
-  p = plan.policy
+  lines = _policy_lines(plan.policy) + _rollout_lines(plan.policy.rollout) + [""]
+  return "\n".join(lines + _judge_lines(plan))
+
+
+def _policy_lines(p: PolicyPlan) -> list[str]:
+  """The policy's header and its per-device training memory, remat and no remat."""
   a = p.activations
   mesh = " x ".join(f"{ax} {s}" for ax, s in p.mesh.items())
   lines = [
@@ -572,8 +577,12 @@ def format_plan(plan: Plan) -> str:
   if not p.scan_layers:
     lines += ["  unscanned layers: XLA:CPU compiles this step to the no-remat memory whether or",
               "  not remat is on; check the remat column on the accelerator"]
-  r = p.rollout
-  lines += [
+  return lines
+
+
+def _rollout_lines(r: RolloutPlan) -> list[str]:
+  """The rollout's per-device memory."""
+  return [
       "",
       f"  rollout: {r.prompts_per_device} prompts x {r.rows_per_device // r.prompts_per_device} "
       f"samples per device, {r.prompt_slots}-slot prompts, cache of {r.cache_slots} slots",
@@ -585,11 +594,14 @@ def format_plan(plan: Plan) -> str:
       _row("total", r.total),
       _share_row(r.total),
   ]
-  lines.append("")
+
+
+def _judge_lines(plan: Plan) -> list[str]:
+  """The judge's serving memory, or the note saying why it is not planned."""
   j = plan.judge
   if j is None:
-    return "\n".join(lines + [f"Judge  {plan.judge_note}"])
-  lines += [
+    return [f"Judge  {plan.judge_note}"]
+  return [
       f"Judge  {j.name} ({j.model_type}, {j.num_params / 1e9:.2f} B parameters, text decoder; "
       f"architecture: {j.source})",
       f"  {plan.judge_note}",
@@ -602,7 +614,6 @@ def format_plan(plan: Plan) -> str:
       _row("total", j.total),
       _share_row(j.total),
   ]
-  return "\n".join(lines)
 
 
 # ---- the command
