@@ -13,6 +13,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -251,7 +253,7 @@ def test_keyless_full_rewrite_passes_the_documented_limit(run_dir):
   forge(run_dir, None, mac_key=None)
   assert audit.audit(str(run_dir))["ledger"] > 30
   doc = open(os.path.join(REPO, "docs/operational.md"), encoding="utf-8").read()
-  assert "rewrites every file and every head" in doc
+  assert "rewrites every file and every head" in " ".join(doc.replace("*", "").split())
 
 
 @pytest.mark.parametrize("mac_key", [None, b"f" * 32], ids=["as_keyless", "other_key"])
@@ -306,9 +308,12 @@ def test_a_resume_cuts_the_ledger_back_and_keeps_later_rows(run_dir):
 
 
 def test_the_one_list_of_workdir_files_agrees_with_train_and_docs():
-  from harnessrl_jax import train  # pylint: disable=g-import-not-at-top
   names = [n for n, _, _ in rf.WORKDIR_FILES]
-  assert train.__doc__.count(rf.workdir_listing()) == 1
+  # In a process of its own: train.py defines absl flags other tests' modules define too.
+  train_doc = subprocess.run(
+      [sys.executable, "-c", "import harnessrl_jax.train as t; print(t.__doc__)"],
+      cwd=REPO, capture_output=True, text=True, timeout=120, check=True).stdout
+  assert train_doc.count(rf.workdir_listing()) == 1
   doc = open(os.path.join(REPO, "docs/operational.md"), encoding="utf-8").read()
   table = re.findall(r"^\| `([^`]+)` \| [^|]+ \| ([^|]+) \|$", doc, re.M)
   assert [n for n, _ in table] == names

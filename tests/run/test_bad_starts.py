@@ -57,7 +57,40 @@ CASES = [
     ("calibrate_tuple_of_int_given_a_word", "calibrate",
      [TINY, WORKDIR, "--config.rollout.prompt_buckets=big"], ["config.rollout.prompt_buckets"]),
     ("evaluate_no_run", "eval", [], ["--run is required"]),
+    # --workdir checked before any model loads (issue 45); nothing in the path changes.
+    ("workdir_is_a_file", "train", [TINY, "--workdir={tmp}/a_file"],
+     ["/a_file: ", "/a_file is a file, not a directory"]),
+    ("workdir_under_a_file", "train", [TINY, "--workdir={tmp}/a_file/run"],
+     ["/a_file is a file, so no directory can be made under it"]),
+    ("workdir_not_writable", "train", [TINY, "--workdir=/proc/harnessrl_run"],
+     ["--workdir=/proc/harnessrl_run", "no directory can be made in /proc"]),
+    ("workdir_of_another_experiment", "train", [TINY, "--workdir={tmp}/other_run",
+                                                "--config.train.steps=7"],
+     ["holds a run with another experiment", "train.steps"]),
+    ("audit_key_file_missing", "train", [TINY, WORKDIR, "--audit_key_file={tmp}/no.key"],
+     ["the audit key file", "/no.key cannot be read"]),
 ]
+
+
+def other_run(workdir):
+  """The workdir of a checkpointed run of configs/tiny.py as it is (train.steps differs
+  from the case's), without training one: its config.json and one checkpoint."""
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from configs.tiny import get_config
+  from harnessrl_jax.run.checkpoint import RunCheckpoints, record_config
+  # pylint: enable=g-import-not-at-top
+  record_config(get_config(), str(workdir), resumed_at=None)
+  ck = RunCheckpoints(str(workdir))
+  ck.save(1, {"x": np.zeros(2, np.float32)}, {"step": 1})
+  ck.close()
+
+
+def test_bad_workdirs_change_nothing(answers):
+  tmp = answers[1]
+  assert (tmp / "a_file").read_text() == "not a directory\n"
+  assert sorted(os.listdir(tmp / "other_run")) == ["checkpoints", "config.json"]
+  assert not os.path.exists("/proc/harnessrl_run")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +98,8 @@ def answers(tmp_path_factory):
   """Starts every case (forked from one process that imported the libraries once:
   tests/fork_starts.py); id -> (exit status, stdout, stderr)."""
   tmp = tmp_path_factory.mktemp("bad_starts")
+  (tmp / "a_file").write_text("not a directory\n")
+  other_run(tmp / "other_run")
   for name, (line, _) in BAD_FILES.items():
     (tmp / name).write_text("from harnessrl_jax.config import base_config\n\n\n"
                             "def get_config():\n  c = base_config()\n  " + line
