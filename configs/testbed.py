@@ -9,7 +9,7 @@ Arms (each a few fields over the full method, as configs/grpo_static.py ... over
 configs/default.py): harnessrl (the full method), grpo_static (no evolver), no_critic,
 rubric_only, guidance_only, sampling_only, and harnessrl_transfer (the full method with
 evolver.transfer_tasks: an accepted rubric repair is offered to the other tasks that share
-its criterion; beyond the paper).
+its criterion; beyond the paper), and harnessrl_levers (issue 46's levers over it).
 
 The experiment section:
   arms        the arms to run, in this order
@@ -36,6 +36,16 @@ ARMS = {
     "sampling_only": {"ablation.routes": ("sampling",)},
     # beyond the paper: accepted rubric repairs offered to the tasks sharing the criterion
     "harnessrl_transfer": {"evolver.transfer_tasks": 8},
+    # issue 46's levers over harnessrl_transfer (docs/testbed.md): the intervention's
+    # edits found from the group (run-on cut, n-gram surfaces), the accept decision as a
+    # t test at alpha 0.05, the policy's own finished answer from memory as a penalty's
+    # <reference>, and a guidance cap of 1 through the last quarter (0 only at the last
+    # step, as always)
+    "harnessrl_levers": {"evolver.transfer_tasks": 8,
+                         "evolver.intervention_edits": ("runon", "ngram"),
+                         "evolver.accept_test": "ttest", "evolver.accept_alpha": 0.05,
+                         "evolver.guidance_own_memory": True,
+                         "harness.guidance_caps": (3, 2, 1, 1)},
 }
 
 

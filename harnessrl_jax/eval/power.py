@@ -160,17 +160,22 @@ def grid_differences(workdir: str, arm: str, reference: str, truth_path: str,
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("diffs", None, "per-seed paired differences, points")
-flags.DEFINE_float("task_se", None, "one seed's standard error over its held-out tasks")
-flags.DEFINE_integer("tasks", 20, "held-out tasks the differences were taken over")
-flags.DEFINE_string("workdir", None, "a testbed grid: read the differences from its runs")
-flags.DEFINE_string("arm", "harnessrl_transfer", "with --workdir: the arm")
-flags.DEFINE_string("reference", "grpo_static", "with --workdir: the reference arm")
-flags.DEFINE_string("truth", "data/testbed/truth.jsonl", "with --workdir: the truth file")
-flags.DEFINE_string("heldout", "data/testbed/heldout.jsonl", "with --workdir: held-out tasks")
-flags.DEFINE_float("delta", 5.0, "the difference to resolve, points")
-flags.DEFINE_float("alpha", 0.05, "two-sided level")
-flags.DEFINE_float("power", 0.8, "probability of finding delta")
+
+
+def define_flags() -> None:
+  """The command's flags (defined only when it runs: a module that imports this one
+  for its functions must not get them)."""
+  flags.DEFINE_list("diffs", None, "per-seed paired differences, points")
+  flags.DEFINE_float("task_se", None, "one seed's standard error over its held-out tasks")
+  flags.DEFINE_integer("tasks", 20, "held-out tasks the differences were taken over")
+  flags.DEFINE_string("workdir", None, "a testbed grid: read the differences from its runs")
+  flags.DEFINE_string("arm", "harnessrl_transfer", "with --workdir: the arm")
+  flags.DEFINE_string("reference", "grpo_static", "with --workdir: the reference arm")
+  flags.DEFINE_string("truth", "data/testbed/truth.jsonl", "with --workdir: the truth file")
+  flags.DEFINE_string("heldout", "data/testbed/heldout.jsonl", "with --workdir: held-out tasks")
+  flags.DEFINE_float("delta", 5.0, "the difference to resolve, points")
+  flags.DEFINE_float("alpha", 0.05, "two-sided level")
+  flags.DEFINE_float("power", 0.8, "probability of finding delta")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -194,4 +199,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: sys.exit(main(argv)))

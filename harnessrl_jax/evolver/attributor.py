@@ -133,6 +133,13 @@ def suspects_of(surface_of: dict[int, dict[str, Any]]) -> set[int]:
 
 # The intervention's edits in the order they are tried; "all" applies them in turn.
 EDITS = ("phrase", "repetition", "filler", "unfinished", "all")
+# Edits whose surface is found from the group itself (evolver.intervention_edits; off by
+# default), tried after EDITS:
+#   runon  an unfinished response cut back to the length of the group's longest finished
+#          one (phrases.runon_versions): the length bought by running on to the limit;
+#   ngram  the sentences holding n-grams that every satisfying response has and no other
+#          response has, outside the prompt's words (phrases.surface_ngrams).
+GROUP_EDITS = ("runon", "ngram")
 
 
 def edited_versions(text: str) -> dict[str, str]:
@@ -208,8 +215,11 @@ class Intervention:
       for j in yes:
         for e, t in edited_versions(group.responses[j]).items():
           by_edit.setdefault(e, {})[j] = t
+      for e, by_j in self._group_edits(group, yes, sat_all[k]).items():
+        if by_j:
+          by_edit[e] = by_j
       if by_edit or prior.label == "spurious":
-        probes[k] = {e: by_edit[e] for e in EDITS if e in by_edit}
+        probes[k] = {e: by_edit[e] for e in EDITS + GROUP_EDITS if e in by_edit}
     if not probes:
       return att, Cost()
     texts = list(dict.fromkeys(t for by_edit in probes.values()
@@ -223,6 +233,23 @@ class Intervention:
       labels.append(self._verdict(group, k, lab, probes[k], regraded, col)
                     if k in probes else lab)
     return dataclasses.replace(att, labels=tuple(labels)), cost
+
+  def _group_edits(self, group: Group, yes: Sequence[int], sat: np.ndarray
+                   ) -> dict[str, dict[int, str]]:
+    """{edit: {j: edited}} of the enabled GROUP_EDITS, for the satisfying responses `yes`
+    of the criterion whose row of group.satisfied() is `sat`."""
+    on = set(self.config.intervention_edits)
+    out: dict[str, dict[int, str]] = {}
+    if "runon" in on:
+      cut = phrases.runon_versions(group.responses)
+      out["runon"] = {j: cut[j] for j in yes if j in cut}
+    if "ngram" in on:
+      no = [group.responses[j] for j in range(len(sat)) if sat[j] == 0]
+      grams = phrases.surface_ngrams([group.responses[j] for j in yes], no,
+                                     group.task.user_text, self.config.phrase_share)
+      edited = {j: phrases.drop_ngram_sentences(group.responses[j], grams) for j in yes}
+      out["ngram"] = {j: t for j, t in edited.items() if t != group.responses[j]}
+    return out
 
   def _regrade(self, group: Group, texts: Sequence[str]) -> tuple[Group | None, Cost]:
     """The edited texts judged under the group's rubric, as a Group (None: no texts).
@@ -573,6 +600,10 @@ def make_attributor(config: EvolverConfig, *, client=None, judge=None,
                     total_weight: float = 100.0):
   """The attributor `config.attributor` names ("rule" or "llm"; checked by EvolverConfig),
   with the intervention when `config.intervention` is on (it regrades with `judge`)."""
+  unknown = set(config.intervention_edits) - set(GROUP_EDITS)
+  if unknown:
+    raise HarnessError(f"config.evolver.intervention_edits: unknown {sorted(unknown)}; the "
+                       f"edits are {', '.join(GROUP_EDITS)}")
   intervention = None
   if config.intervention:
     if judge is None:

@@ -68,6 +68,16 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       to the length of the group's longest finished one, "ngram" drops the sentences
       holding n-grams every satisfying response has and no other, outside the prompt's
       words. No list of phrases: nothing here names the testbed's surfaces.
+    accept_test: the critic's condition (ii) lower bound: "band" (the route's band, the
+      paper's empirical rule) or "ttest" (evolver/acceptance.py, issue 46, beyond the
+      paper: a one-sided t test of Delta > 0 at level accept_alpha, the band's upper bound
+      kept), so that a false accept has a stated rate.
+    accept_alpha: the "ttest" level: the chance that a candidate that changes nothing is
+      accepted by condition (ii).
+    guidance_own_memory: a `<reference>` for a penalty may be the policy's own best answer
+      to the task in memory that avoids it and incurs no other penalty of the task (issue
+      46: the finished answer shown to the policy that rarely samples it; False: as
+      before). Tried after the task's reference answer, before the repaired one.
     resample_j: J of the critic's guidance re-sample (0: rollout.num_samples).
     prefetch_resamples: draw a step's first-round guidance re-samples ahead in one sampler
       call, where the attributor and proposer are the rule ones (evolver/prefetch.py): the
@@ -111,6 +121,9 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_flip_share = 0.5
   c.intervention_rest_points = 10.0
   c.intervention_edits = ()
+  c.accept_test = "band"
+  c.accept_alpha = 0.05
+  c.guidance_own_memory = False
   c.resample_j = 0
   c.prefetch_resamples = True
   c.negative_weight = 10.0

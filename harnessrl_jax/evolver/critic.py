@@ -41,6 +41,7 @@ from harnessrl_jax.data.frozen import thaw
 from harnessrl_jax.data.reward import rubric_reward
 from harnessrl_jax.data.schema import Criterion
 from harnessrl_jax.errors import HarnessError
+from harnessrl_jax.evolver import acceptance
 from harnessrl_jax.evolver.config import EvolverConfig, check_band
 from harnessrl_jax.evolver.types import Candidate, Cost, CriterionLabel, Group, Measurement
 from harnessrl_jax.harness import guidance as hguidance
@@ -102,6 +103,11 @@ def unmeasurable_reasons(lost, silent: Sequence[str], delta: float) -> tuple[str
   return tuple(out)
 
 
+def _rewards(judged: Judged) -> np.ndarray:
+  """[J] rewards of a one-task graded batch, nan where not valid."""
+  return np.where(judged.valid[0], judged.rewards[0], np.nan)
+
+
 def _target(op) -> tuple[str, str]:
   """What an op acts on: (task, criterion id or guidance field or "")."""
   return (getattr(op, "task_id", ""),
@@ -139,6 +145,14 @@ class Critic:
     self.bands = {route: check_band(band, f"evolver {route} band")
                   for route, band in (bands or config.bands).items()}
     self.measure_effect = bool(measure_effect)
+    if config.accept_test not in acceptance.TESTS:
+      raise HarnessError(f"config.evolver.accept_test = {config.accept_test!r}: expected one "
+                         f"of {acceptance.TESTS}")
+    if not 0 < config.accept_alpha < 1:
+      raise HarnessError(f"config.evolver.accept_alpha = {config.accept_alpha}: must be in "
+                         "(0, 1)")
+    self.test = config.accept_test
+    self.alpha = float(config.accept_alpha)
 
   def measure(self, cand: Candidate, h: Harness, group: Group, label: CriterionLabel,
               memory, step: int, key: jax.Array, *, resample: Resample | None = None
@@ -184,6 +198,7 @@ class Critic:
     cost = Cost()
     r_old = r_new = None
     responses: tuple[str, ...] = ()   # a guidance candidate's re-sampled answers
+    test = None   # evolver.accept_test's result, where it replaces the band's lower bound
     silent: list[str] = []   # criteria the candidate changes that got no verdict
     if cand.route == "sampling":
       ladder = np.asarray(h.ladder, np.float64)
@@ -197,6 +212,9 @@ class Critic:
       delta, band = (r_old - r_new) * lam, self.bands["rubric"]
       silent = silent_criteria(h.criteria(cand.task_id), criteria, judged,
                                cand.criterion_id)
+      if self.test == "ttest":
+        test = acceptance.paired(self._baseline_rewards(h, group), _rewards(judged),
+                                 self.alpha, lam)
     elif cand.route == "guidance":
       if resample is None:
         raise HarnessError("the critic needs the step's resample function to measure "
@@ -204,9 +222,12 @@ class Critic:
       r_old, old_cost = self._baseline(h, group)
       prompt = hguidance.render_prompt(group.task, new, training=True)
       responses = tuple(resample([prompt], key, self.j)[0])
-      r_new, new_cost, _ = self._grade(group, responses, new.criteria(cand.task_id))
+      r_new, new_cost, judged = self._grade(group, responses, new.criteria(cand.task_id))
       cost = old_cost + new_cost + Cost(rollouts=len(responses))
       delta, band = (r_new - r_old) * lam, self.bands["guidance"]
+      if self.test == "ttest":
+        test = acceptance.two_sample(self._baseline_rewards(h, group), _rewards(judged),
+                                     self.alpha, lam)
     else:
       raise HarnessError(f"unknown candidate route {cand.route!r}")
     unmeasurable = unmeasurable_reasons(cost.unscored, silent, delta)
@@ -217,6 +238,12 @@ class Critic:
     reasons = []
     if delta <= SIGN_TOL:
       reasons.append(f"(i) sign: Delta={delta:.4g} is not > 0")
+    elif test is not None:
+      if not test.accepted:
+        reasons.append(test.reason(self.alpha))
+      elif delta > band[1]:
+        reasons.append(f"(ii) band: Delta={delta:.4g} points above the upper bound "
+                       f"{band[1]:g}")
     elif band is not None and not band[0] <= delta <= band[1]:
       reasons.append(f"(ii) band: Delta={delta:.4g} points outside [{band[0]:g}, {band[1]:g}]")
     if reversal:
@@ -242,6 +269,19 @@ class Critic:
       return mean_reward(group.criteria, group.scores, group.scored), Cost()
     r, cost, _ = self._grade(group, group.responses, now)
     return r, cost
+
+  def _baseline_rewards(self, h: Harness, group: Group) -> np.ndarray:
+    """[J] rewards of the recorded group under the task's rubric in `h` (nan: not valid),
+    as `_baseline` grades them (the accept test needs each response's, not the mean)."""
+    now = h.criteria(group.task_id)
+    if _signature(now) == _signature(group.criteria):
+      w = np.array([[c.weight for c in group.criteria]], np.float32)
+      out = rubric_reward(np.asarray(group.scores)[None], np.asarray(group.scored)[None], w,
+                          np.ones_like(w, bool))
+      return np.where(np.asarray(out.valid[0]), np.asarray(out.reward[0], np.float64),
+                      np.nan)
+    _, _, judged = self._grade(group, group.responses, now)
+    return _rewards(judged)
 
   def structural_problems(self, old: Harness, new: Harness, cand: Candidate) -> list[str]:
     """Check (iii) of `new` = `cand` applied to `old`: its invariant problems and the

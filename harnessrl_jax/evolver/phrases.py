@@ -16,6 +16,7 @@ kept sentences joined by single spaces.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from harnessrl_jax.data import text_units
 
@@ -92,3 +93,78 @@ def drop_filler(text: str) -> str:
   said = sentences(text)
   kept = [s for s in said if text_units.reads_as_text(s)]
   return text if kept == said else " ".join(kept)
+
+
+def cut_to_words(text: str, n: int) -> str:
+  """`text`'s leading sentences that fit in `n` words (whole sentences only: the cut
+  leaves finished sentences, not a new unfinished one)."""
+  kept, total = [], 0
+  for s in sentences(text):
+    total += num_words(s)
+    if total > n:
+      break
+    kept.append(s)
+  return " ".join(kept)
+
+
+def runon_versions(responses: Sequence[str]) -> dict[int, str]:
+  """{j: response j cut back to the length of the group's longest finished response}, for
+  each unfinished response (run on to the token limit: text_units.ends_complete fails)
+  longer than that; {} when the group has no finished or no unfinished response. The
+  group's own finished answers say how long an answer that ends may be: the words a
+  cut-off answer has beyond them are what running on to the limit bought."""
+  done = [num_words(r) for r in responses if text_units.ends_complete(r)]
+  if not done:
+    return {}
+  limit = max(done)
+  out = {}
+  for j, r in enumerate(responses):
+    if not text_units.ends_complete(r) and num_words(r) > limit:
+      cut = cut_to_words(r, limit)
+      if cut != r:
+        out[j] = cut
+  return out
+
+
+def ngrams(text: str, n_max: int = 3) -> set[tuple[str, ...]]:
+  """The case-folded word n-grams (1..n_max words) of `text`."""
+  w = [x.casefold() for x in text_units.words(text)]
+  return {tuple(w[i:i + n]) for n in range(1, n_max + 1) for i in range(len(w) - n + 1)}
+
+
+def surface_ngrams(yes: Sequence[str], no: Sequence[str], prompt: str, share: float,
+                   n_max: int = 3) -> set[tuple[str, ...]]:
+  """N-grams found from the group itself: in at least `share` of the `yes` texts (those
+  that satisfy a criterion) and in none of the `no` texts, with no word of the task's
+  prompt in them (the prompt's words are what the task asks about: content, not surface).
+  Only the shortest are kept (an n-gram holding a kept shorter one adds nothing)."""
+  if not yes or not no:
+    return set()
+  asked = {x.casefold() for x in text_units.words(prompt)}
+  seen_no = set().union(*(ngrams(t, n_max) for t in no))
+  counts: dict[tuple[str, ...], int] = {}
+  for t in yes:
+    for g in ngrams(t, n_max):
+      counts[g] = counts.get(g, 0) + 1
+  found = {g for g, c in counts.items() if c >= share * len(yes) and g not in seen_no
+           and not asked.intersection(g)}
+  return {g for g in found
+          if not any(h != g and len(h) < len(g) and _holds(g, h) for h in found)}
+
+
+def _holds(g: tuple[str, ...], h: tuple[str, ...]) -> bool:
+  return any(g[i:i + len(h)] == h for i in range(len(g) - len(h) + 1))
+
+
+def drop_ngram_sentences(text: str, grams: set[tuple[str, ...]], most: float = 0.5) -> str:
+  """`text` without its sentences that hold one of `grams`; unchanged when that would take
+  more than `most` of its words (a surface is a small part of an answer: an edit that
+  takes most of it takes the content)."""
+  if not grams:
+    return text
+  said = sentences(text)
+  kept = [s for s in said if not any(_holds(tuple(x.casefold() for x in text_units.words(s)),
+                                            g) for g in grams)]
+  if kept == said or num_words(" ".join(kept)) < (1 - most) * num_words(text):
+    return text
+  return " ".join(kept)

@@ -148,7 +148,32 @@ def _meets(crit: Criterion, text: str, prompt: str) -> bool:
   return checks.run_check(crit.check, text, prompt=prompt) != (crit.weight < 0)
 
 
-def _own_example(req: ProposalRequest, crit: Criterion) -> tuple[str, str, str] | None:
+def _memory_example(req: ProposalRequest, crit: Criterion) -> str | None:
+  """The policy's own best answer to this task in memory that satisfies `crit` and incurs
+  none of the task's other penalties (evolver.guidance_own_memory; issue 46): chosen by the
+  run's own rubric and checks, never an oracle. Memory keeps, per criterion of the task,
+  the highest-reward answer that met it (its donors); those are this task's past answers."""
+  memory = req.memory
+  if memory is None or crit.check is None:
+    return None
+  g = req.group
+  prompt = g.task.user_text
+  penalties = [c for c in req.harness.criteria(g.task_id)
+               if c.weight < 0 and c.check is not None and c.id != crit.id]
+  best = None
+  for (tid, _), (ex, _) in memory.donors.items():
+    if tid != g.task_id or ex is None or not ex.text.strip():
+      continue
+    if not _meets(crit, ex.text, prompt) or not all(_meets(c, ex.text, prompt)
+                                                    for c in penalties):
+      continue
+    if best is None or ex.reward > best.reward:
+      best = ex
+  return None if best is None else best.text
+
+
+def _own_example(req: ProposalRequest, crit: Criterion, from_memory: bool = False
+                 ) -> tuple[str, str, str] | None:
   """(an answer that satisfies `crit`, one of this group's that does not, the template of
   the pair) from the task itself, or None. A criterion with a check only, so that the
   example is known to satisfy it:
@@ -170,6 +195,10 @@ def _own_example(req: ProposalRequest, crit: Criterion) -> tuple[str, str, str] 
   ref = g.task.reference_answer
   if ref and ref.strip() and _meets(crit, ref, prompt):
     return ref, missing[0], "reference"
+  if from_memory and crit.weight < 0:
+    mine = _memory_example(req, crit)
+    if mine is not None:
+      return mine, missing[0], "memory"
   if crit.weight < 0:
     for text in missing:
       fixed = [t for t in edited_versions(text).values()
@@ -179,11 +208,15 @@ def _own_example(req: ProposalRequest, crit: Criterion) -> tuple[str, str, str] 
   return None
 
 
-def _reference_content(req: ProposalRequest, crit: Criterion) -> str:
-  own = _own_example(req, crit)
+def _reference_content(req: ProposalRequest, crit: Criterion, own=None) -> str:
+  own = own if own is not None else _own_example(req, crit)
   if own is not None:
     good, bad, how = own
     quoted = crit.text.strip()
+    if how == "memory":
+      return (f"An earlier answer of yours to this task that avoids the fault "
+              f"\"{quoted}\":\n{good.strip()}\n\nThis time's answer, with the fault:\n"
+              f"{bad.strip()}")
     if how == "repaired":
       return (f"This answer avoids the fault \"{quoted}\":\n{good.strip()}\n\n"
               f"The same answer with the fault:\n{bad.strip()}")
@@ -239,7 +272,6 @@ GUIDANCE_CONTENT = {"criterion": _criterion_content, "reference": _reference_con
 
 
 def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate | None:
-  del config
   h, tid = req.harness, req.group.task_id
   cap = int(np.asarray(h.guidance_cap))
   if cap == 0:
@@ -247,7 +279,8 @@ def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate 
   mounted = dict(h.guidance(tid))
   crit = _criterion(h, tid, req.label.criterion_id)
   fields = list(GUIDANCE_CONTENT)
-  if _own_example(req, crit) is not None:
+  own = _own_example(req, crit, config.guidance_own_memory)
+  if own is not None:
     # The task's own example first: it is the most specific guidance there is, and with
     # one critic round (the CPU default) only the first kind is ever measured. On the
     # testbed it moved the critic's re-sample no more than the criterion restated
@@ -259,7 +292,8 @@ def _propose_guidance(req: ProposalRequest, config: EvolverConfig) -> Candidate 
     kind = f"guidance:{field}"
     if kind in req.tried or field in mounted:
       continue
-    content = content_of(req, crit)
+    content = _reference_content(req, crit, own) if field == "reference" else \
+        content_of(req, crit)
     if not content:
       continue
     ops = []

@@ -46,7 +46,7 @@ from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.eval import testbed
 from harnessrl_jax.evolver.attributor import make_attributor
-from harnessrl_jax.evolver.config import EvolverConfig
+from harnessrl_jax.evolver.config import EvolverConfig, evolver_defaults
 from harnessrl_jax.evolver.measure import groups_from
 from harnessrl_jax.harness.history import read_history
 from harnessrl_jax.harness.ops import apply
@@ -63,8 +63,11 @@ def _config(run_dir: str) -> ml_collections.ConfigDict:
 
 
 def evolver_config(cfg: ml_collections.ConfigDict, changes: dict[str, Any]) -> EvolverConfig:
-  """The run's EvolverConfig with `changes` (field -> value) over it."""
-  ev = EvolverConfig.from_config(cfg.evolver)
+  """The run's EvolverConfig with `changes` (field -> value) over it; a field the run's
+  config predates takes its default (the behaviour it had before the field existed)."""
+  known = evolver_defaults().to_dict()
+  ev = EvolverConfig.from_config(ml_collections.ConfigDict(
+      {**known, **{k: v for k, v in cfg.evolver.to_dict().items() if k in known}}))
   unknown = set(changes) - {f.name for f in dataclasses.fields(ev)}
   if unknown:
     raise ValueError(f"--set: no evolver field {sorted(unknown)}")
@@ -231,24 +234,36 @@ def _fmt(d: dict[str, Any]) -> str:
           f"{ci(d['recall_ci'])}  (tp {d['tp']} fp {d['fp']} fn {d['fn']})")
 
 
-def report(xs: Sequence[Instance], *, resamples: int = 2000) -> str:
-  lines = [f"{len(xs)} planted (step, task, criterion) instances"]
+def report(xs: Sequence[Instance], *, resamples: int = 2000, hide: Sequence[str] = ()) -> str:
+  """P / R per label and per planted proxy kind; the instances of a kind in `hide` (one
+  held out of tuning) are left out of every line, and named as left out."""
+  hidden = sum(x.surface in hide for x in xs)
+  xs = [x for x in xs if x.surface not in hide]
+  lines = [f"{len(xs)} planted (step, task, criterion) instances"
+           + (f" ({hidden} of kinds {', '.join(hide)} left out)" if hide else "")]
   for which in ("used", "correlational"):
     lines.append(f"{'with the intervention' if which == 'used' else 'correlational'}:")
     for label in CLASSES:
       lines.append(f"  {label:9s} " + _fmt(precision_recall(xs, label, which,
                                                               resamples=resamples)))
-    for s in testbed.SURFACES:
+    for s in (s for s in testbed.SURFACES if s not in hide):
       lines.append(f"  spurious/{s:12s} " + _fmt(precision_recall(xs, "spurious", which, s,
                                                                   resamples=resamples)))
   return "\n".join(lines)
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string("run", [], "a run directory (repeat for several)")
-flags.DEFINE_string("truth", "data/testbed/truth.jsonl", "the testbed's truth file")
-flags.DEFINE_multi_string("set", [], "FIELD=VALUE: an evolver field changed for the replay")
-flags.DEFINE_integer("resamples", 2000, "bootstrap resamples")
+
+
+def define_flags() -> None:
+  """The command's flags (defined only when it runs: a module that imports this one
+  for its functions must not get them)."""
+  flags.DEFINE_multi_string("run", [], "a run directory (repeat for several)")
+  flags.DEFINE_string("truth", "data/testbed/truth.jsonl", "the testbed's truth file")
+  flags.DEFINE_multi_string("set", [], "FIELD=VALUE: an evolver field changed for the replay")
+  flags.DEFINE_integer("resamples", 2000, "bootstrap resamples")
+  flags.DEFINE_list("hide", [], "planted proxy kinds left out of the figures (a kind held "
+                    "out of tuning: docs/testbed.md names it)")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -276,10 +291,11 @@ def main(argv: Sequence[str]) -> int:
     reps.append(rep)
   if FLAGS.truth:
     print(report(instances(reps, testbed.load_truth(FLAGS.truth)),
-                 resamples=FLAGS.resamples))
+                 resamples=FLAGS.resamples, hide=FLAGS.hide))
   print(f"{time.perf_counter() - t0:.1f} s")
   return status
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: sys.exit(main(argv)))
