@@ -22,9 +22,10 @@ Settings that only look like performance knobs but change array shapes (batch si
 prompt buckets, decode phases, chunking, the mesh) are experiment fields: they can change
 float rounding, and a run promises bit-identical resumes.
 
-Every leaf of `config.base_config()` is in exactly one of `OPERATIONAL` and `EXPERIMENT`
-(tests/run/test_config_identity.py); a leaf in neither counts as experiment (a change is
-refused: the safe side). docs/operational.md lists the operational fields and why.
+Every leaf of `config.base_config()` not in `OPERATIONAL` is an experiment field, so a new
+field is one until it is listed there with its reason (a change is refused: the safe side).
+docs/operational.md lists the operational fields and why. A field that has left the tree
+but that recorded runs hold is in `RETIRED`.
 """
 
 from __future__ import annotations
@@ -82,45 +83,6 @@ OPERATIONAL: Mapping[str, str] = MappingProxyType({
     "train.checkpoint_every": "when checkpoints are saved; a resumed run is bit-identical",
     "train.keep_checkpoints": "how many checkpoints stay on disk",
     "train.oracle_groups_every": "which steps' groups go to `oracle_groups.jsonl`",
-})
-
-
-def _leaves(section: str, names: str) -> tuple[str, ...]:
-  return tuple(f"{section}.{n}" for n in names.split())
-
-
-_MODEL = "source path family dtype param_dtype remat seed"
-
-EXPERIMENT: frozenset[str] = frozenset({
-    "seed",
-    *_leaves("data", "train heldout domains"),
-    *_leaves("model", _MODEL),
-    *_leaves("rollout", "num_samples max_new_tokens temperature top_p top_k prompt_buckets "
-                        "decode_phase_tokens eval_pad_multiple"),
-    *_leaves("judge", "backend llm_backend max_new_tokens"),
-    *_leaves("judge.model", _MODEL),
-    *_leaves("judge.local", "verdict batch_size prompt_buckets"),
-    *_leaves("judge.openai", "model temperature"),
-    *_leaves("rl", "adam_b1 adam_b2 adam_eps advantage beta clip_eps_high clip_eps_low "
-                   "eps_advantage kl_estimator learning_rate logprob_chunk loss_aggregation "
-                   "lr_schedule max_grad_norm max_response_len micro_batch_size num_epochs "
-                   "prompt_pad_multiple share_prompts tasks_per_step total_steps "
-                   "warmup_steps weight_decay"),
-    *_leaves("rl.mesh", "data fsdp tensor"),
-    *_leaves("harness", "guidance_caps ladder total_weight"),
-    *_leaves("memory", "top_k eta embedder_path embedder_backend embed_batch_size "
-                       "exact_max_size approx_kind hnsw_m hnsw_ef_construction "
-                       "hnsw_ef_search ivf_nlist ivf_nprobe rebuild_dead_fraction faiss_gpu"),
-    *_leaves("evolver", "enabled attributor proposer llm_backend llm_max_tokens "
-                        "llm_fallback_to_rule rounds guidance_band rubric_band "
-                        "calibration_path memory_window saturated_history min_confidence "
-                        "length_ratio phrase_share disagreement_points intervention "
-                        "intervention_flip_share intervention_rest_points resample_j prefetch_resamples "
-                        "negative_weight transfer_tasks calibrate_tasks "
-                        "calibrate_min_band"),
-    # steps: the guidance schedule's quarters and the last step's evaluation depend on it
-    *_leaves("train", "steps eval_tasks"),
-    *_leaves("ablation", "routes critic memory"),
 })
 
 
