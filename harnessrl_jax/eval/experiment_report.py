@@ -63,6 +63,7 @@ import numpy as np
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.data.loader import load_tasks
 from harnessrl_jax.eval import stats, testbed
+from harnessrl_jax.eval.figures import Figures
 
 CRITIC_ARMS = ("harnessrl", "no_critic")   # (with the critic, without it)
 _FEW_SEEDS = 3
@@ -348,62 +349,69 @@ def summarize(measured: Sequence[tuple[str, Any, str, Mapping]], *, reference: s
 
 
 def _plots(summary: Mapping, out_dir: str) -> dict[str, str]:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  made = {}
-
-  def save(fig, name):
-    path = os.path.join(out_dir, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    made[name] = path
-
-  def curve(ax, x, ivs, label, scale=1.0):
-    pts = [(s, iv) for s, iv in zip(x, ivs) if iv is not None]
-    if not pts:
-      return
-    xs = [s for s, _ in pts]
-    line, = ax.plot(xs, [scale * iv["mean"] for _, iv in pts], marker="o", label=label)
-    band = [(s, iv) for s, iv in pts if iv["low"] is not None]
-    if band:
-      ax.fill_between([s for s, _ in band], [scale * iv["low"] for _, iv in band],
-                      [scale * iv["high"] for _, iv in band], color=line.get_color(),
-                      alpha=0.2)
-
+  """Writes the experiment's figures into out_dir; returns file name -> path of those made."""
+  figs = Figures(out_dir)
   detail = summary["arms_detail"]
   held = {a: d["heldout"] for a, d in detail.items() if d["heldout"]}
   train = {a: d["train"] for a, d in detail.items() if d["train"]}
   if held:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, key, title in zip(axes, ("oracle", "seed"), ("Oracle rubric", "Seed rubric")):
-      for arm, rows in held.items():
-        curve(ax, [r[rf.STEP] for r in rows], [r[key] for r in rows], arm)
-      ax.set(xlabel="completed steps", ylabel="held-out points (0-100)", title=title)
-      ax.legend(fontsize=8)
-    save(fig, "heldout_scores.png")
+    _heldout_figure(figs, held)
   if held or train:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for arm, rows in held.items():
-      curve(axes[0], [r[rf.STEP] for r in rows], [r["hack_rate"] for r in rows], arm, 100)
-    for arm, rows in train.items():
-      curve(axes[1], [r["step_from"] for r in rows], [r["hack_rate"] for r in rows], arm, 100)
-    for ax, title, x in ((axes[0], "Held-out hack rate", "completed steps"),
-                         (axes[1], "Training hack rate", "steps from")):
-      ax.set(xlabel=x, ylabel="% of (response, planted spurious) pairs", title=title)
-      ax.legend(fontsize=8)
-    save(fig, "hack_rates.png")
+    _hack_rate_figure(figs, held, train)
   if train:
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, c in zip(axes.flat, testbed.CLASSES):
-      for arm, rows in train.items():
-        curve(ax, [r["step_from"] for r in rows], [r["class_shares"][c] for r in rows], arm,
-              100)
-      ax.set(xlabel="steps from", ylabel="% of planted criteria in groups", title=c)
-      ax.legend(fontsize=8)
-    save(fig, "class_shares.png")
-  return made
+    _class_share_figure(figs, train)
+  return figs.made
+
+
+def _curve(ax, x, ivs, label, scale=1.0) -> None:
+  """One arm's interval means as a line, its [low, high] band shaded where known."""
+  pts = [(s, iv) for s, iv in zip(x, ivs) if iv is not None]
+  if not pts:
+    return
+  xs = [s for s, _ in pts]
+  line, = ax.plot(xs, [scale * iv["mean"] for _, iv in pts], marker="o", label=label)
+  band = [(s, iv) for s, iv in pts if iv["low"] is not None]
+  if band:
+    ax.fill_between([s for s, _ in band], [scale * iv["low"] for _, iv in band],
+                    [scale * iv["high"] for _, iv in band], color=line.get_color(),
+                    alpha=0.2)
+
+
+def _heldout_figure(figs: Figures, held: Mapping) -> None:
+  """heldout_scores.png: per arm, held-out points under the oracle and the seed rubric."""
+  fig, axes = figs.plt.subplots(1, 2, figsize=(12, 4))
+  for ax, key, title in zip(axes, ("oracle", "seed"), ("Oracle rubric", "Seed rubric")):
+    for arm, rows in held.items():
+      _curve(ax, [r[rf.STEP] for r in rows], [r[key] for r in rows], arm)
+    ax.set(xlabel="completed steps", ylabel="held-out points (0-100)", title=title)
+    ax.legend(fontsize=8)
+  figs.save(fig, "heldout_scores.png")
+
+
+def _hack_rate_figure(figs: Figures, held: Mapping, train: Mapping) -> None:
+  """hack_rates.png: per arm, held-out and training hack rates."""
+  fig, axes = figs.plt.subplots(1, 2, figsize=(12, 4))
+  for arm, rows in held.items():
+    _curve(axes[0], [r[rf.STEP] for r in rows], [r["hack_rate"] for r in rows], arm, 100)
+  for arm, rows in train.items():
+    _curve(axes[1], [r["step_from"] for r in rows], [r["hack_rate"] for r in rows], arm, 100)
+  for ax, title, x in ((axes[0], "Held-out hack rate", "completed steps"),
+                       (axes[1], "Training hack rate", "steps from")):
+    ax.set(xlabel=x, ylabel="% of (response, planted spurious) pairs", title=title)
+    ax.legend(fontsize=8)
+  figs.save(fig, "hack_rates.png")
+
+
+def _class_share_figure(figs: Figures, train: Mapping) -> None:
+  """class_shares.png: per planted class, its share of planted criteria in groups."""
+  fig, axes = figs.plt.subplots(2, 2, figsize=(12, 8))
+  for ax, c in zip(axes.flat, testbed.CLASSES):
+    for arm, rows in train.items():
+      _curve(ax, [r["step_from"] for r in rows], [r["class_shares"][c] for r in rows], arm,
+             100)
+    ax.set(xlabel="steps from", ylabel="% of planted criteria in groups", title=c)
+    ax.legend(fontsize=8)
+  figs.save(fig, "class_shares.png")
 
 
 # ---- markdown

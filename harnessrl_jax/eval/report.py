@@ -53,6 +53,7 @@ import numpy as np
 from harnessrl_jax import run_files as rf
 from harnessrl_jax.errors import HarnessError
 from harnessrl_jax.eval.common import json_rows
+from harnessrl_jax.eval.figures import Figures
 from harnessrl_jax.harness.history import HistoryRecord
 
 _SHOWN_PROBLEMS = 20   # per file; the rest are counted
@@ -422,75 +423,90 @@ def best_checkpoint(data: RunData) -> dict | None:
 
 
 def _plots(data: RunData, out_dir: str, bins: dict) -> dict[str, str]:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  made = {}
+  """Writes the run's figures into out_dir; returns file name -> path of those made."""
+  figs = Figures(out_dir)
+  _failure_class_figure(figs, data)
+  _reward_figure(figs, data)
+  if bins:
+    _guidance_updates_figure(figs, bins)
+    _cost_figure(figs, bins)
+  return figs.made
 
-  def save(fig, name):
-    path = os.path.join(out_dir, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    made[name] = path
 
+def _failure_class_figure(figs: Figures, data: RunData) -> None:
+  """failure_classes.png: the oracle's failure classes and the attributor's labels over
+  steps, one panel each (those with rows)."""
   panels = [(rows, keys, title, unit) for rows, keys, title, unit in (
       (data.oracle, rf.ORACLE_CLASSES, "Failure classes (oracle)", "% of judged response pairs"),
       (label_shares(data), rf.ATTRIBUTOR_LABELS, "Attributor labels", "% of labelled criteria"))
              if rows]
-  if panels:
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
-    for ax, (rows, keys, title, unit) in zip(axes[0], panels):
-      steps = [r[rf.STEP] for r in rows]
-      for k in keys:
-        ax.plot(steps, [np.nan if r[k] is None else 100 * r[k] for r in rows], marker="o",
-                label=k)
-      ax.set(xlabel="step", ylabel=unit, title=title)
-      ax.legend(fontsize=8)
-    save(fig, "failure_classes.png")
+  if not panels:
+    return
+  fig, axes = figs.plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
+  for ax, (rows, keys, title, unit) in zip(axes[0], panels):
+    steps = [r[rf.STEP] for r in rows]
+    for k in keys:
+      ax.plot(steps, [np.nan if r[k] is None else 100 * r[k] for r in rows], marker="o",
+              label=k)
+    ax.set(xlabel="step", ylabel=unit, title=title)
+    ax.legend(fontsize=8)
+  figs.save(fig, "failure_classes.png")
+
+
+def _reward_figure(figs: Figures, data: RunData) -> None:
+  """reward_heldout.png: training reward, held-out score and OOD mean over steps."""
   rewards = [(r.step, r.reward) for r in data.metrics if r.reward is not None]
   held = heldout_points(data)
-  if rewards or held:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if rewards:
-      ax.plot(*zip(*[(s, 100 * v) for s, v in rewards]), label="training reward x100")
-    if held:
-      ax.plot([s for s, _, _ in held], [h for _, h, _ in held], marker="o", label="held-out")
-      ood = [(s, o) for s, _, o in held if o is not None]
-      if ood:
-        ax.plot(*zip(*ood), marker="s", label="OOD mean")
-    ax.set(xlabel="completed steps", ylabel="points (0-100)", title="Reward and held-out score")
-    ax.legend(fontsize=8)
-    save(fig, "reward_heldout.png")
-  if bins:
-    x, labels = np.arange(len(bins)), [str(b) for b in bins]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for i, f in enumerate(rf.GUIDANCE_FIELDS):
-      a1.bar(x + (i - 1) * 0.25, [r.get(f"share_{f}", 0.0) for r in bins.values()], 0.25,
-             label=f)
-    a1.set(xticks=x, xticklabels=labels, xlabel="steps from", ylabel="share of drawn tasks",
-           title="Guidance fields mounted")
-    a1.legend(fontsize=8)
-    for i, iface in enumerate(rf.INTERFACES):
-      a2.bar(x + (i - 1) * 0.25, [r.get(f"accepted_{iface}", 0.0) for r in bins.values()],
-             0.25, label=iface)
-    a2.plot(x, [r.get("reversed_rubric", 0.0) for r in bins.values()], "k^",
-            label="reversed rubric")
-    a2.set(xticks=x, xticklabels=labels, xlabel="steps from", title="Accepted updates / 100 steps")
-    a2.legend(fontsize=8)
-    save(fig, "guidance_updates.png")
-    fig, a3 = plt.subplots(figsize=(7, 4))
-    bottom = np.zeros(len(bins))
-    for key, name in (("rl_hours", "RL"), ("evolver_hours", "evolver"),
-                      ("checkpoint_hours", "checkpoints")):
-      h = np.array([r.get(key, 0.0) for r in bins.values()])
-      a3.bar(x, h, bottom=bottom, label=name)
-      bottom += h
-    a3.set(xticks=x, xticklabels=labels, xlabel="steps from", ylabel="wall hours / 100 steps",
-           title="Cost")
-    a3.legend(fontsize=8)
-    save(fig, "cost.png")
-  return made
+  if not (rewards or held):
+    return
+  fig, ax = figs.plt.subplots(figsize=(7, 4))
+  if rewards:
+    ax.plot(*zip(*[(s, 100 * v) for s, v in rewards]), label="training reward x100")
+  if held:
+    ax.plot([s for s, _, _ in held], [h for _, h, _ in held], marker="o", label="held-out")
+    ood = [(s, o) for s, _, o in held if o is not None]
+    if ood:
+      ax.plot(*zip(*ood), marker="s", label="OOD mean")
+  ax.set(xlabel="completed steps", ylabel="points (0-100)", title="Reward and held-out score")
+  ax.legend(fontsize=8)
+  figs.save(fig, "reward_heldout.png")
+
+
+def _guidance_updates_figure(figs: Figures, bins: dict) -> None:
+  """guidance_updates.png: per bin of steps, the guidance fields mounted and the accepted
+  updates per interface (and reversed rubrics)."""
+  x, labels = np.arange(len(bins)), [str(b) for b in bins]
+  fig, (a1, a2) = figs.plt.subplots(1, 2, figsize=(10, 4))
+  for i, f in enumerate(rf.GUIDANCE_FIELDS):
+    a1.bar(x + (i - 1) * 0.25, [r.get(f"share_{f}", 0.0) for r in bins.values()], 0.25,
+           label=f)
+  a1.set(xticks=x, xticklabels=labels, xlabel="steps from", ylabel="share of drawn tasks",
+         title="Guidance fields mounted")
+  a1.legend(fontsize=8)
+  for i, iface in enumerate(rf.INTERFACES):
+    a2.bar(x + (i - 1) * 0.25, [r.get(f"accepted_{iface}", 0.0) for r in bins.values()],
+           0.25, label=iface)
+  a2.plot(x, [r.get("reversed_rubric", 0.0) for r in bins.values()], "k^",
+          label="reversed rubric")
+  a2.set(xticks=x, xticklabels=labels, xlabel="steps from", title="Accepted updates / 100 steps")
+  a2.legend(fontsize=8)
+  figs.save(fig, "guidance_updates.png")
+
+
+def _cost_figure(figs: Figures, bins: dict) -> None:
+  """cost.png: wall hours per bin of steps, stacked: RL, evolver, checkpoints."""
+  x, labels = np.arange(len(bins)), [str(b) for b in bins]
+  fig, a3 = figs.plt.subplots(figsize=(7, 4))
+  bottom = np.zeros(len(bins))
+  for key, name in (("rl_hours", "RL"), ("evolver_hours", "evolver"),
+                    ("checkpoint_hours", "checkpoints")):
+    h = np.array([r.get(key, 0.0) for r in bins.values()])
+    a3.bar(x, h, bottom=bottom, label=name)
+    bottom += h
+  a3.set(xticks=x, xticklabels=labels, xlabel="steps from", ylabel="wall hours / 100 steps",
+         title="Cost")
+  a3.legend(fontsize=8)
+  figs.save(fig, "cost.png")
 
 
 # ---- the sections
