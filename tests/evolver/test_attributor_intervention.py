@@ -439,3 +439,76 @@ def test_the_step_logs_every_label_and_counts_the_regrade(tmp_path):
   ev.step(h, groups, step=4, key=jax.random.key(0), resample=fx.FakePolicy(fx.PROMPTS))
   assert len(log.read_text().splitlines()) == 8
 
+
+
+# Issue 46: the edits found from the group (evolver.intervention_edits).
+# A word-count criterion (c2 of fx.PADDED: 30 words) met by two replies that ran on to the
+# limit, where dropping the unfinished tail leaves them over 30 words (the fixed edits
+# cannot expose it), beside two finished replies of 12-13 words.
+_RUNON_BODY = ("Leaves change colour in autumn because the days get shorter and cooler. The "
+               "tree stops making the green pigment that it uses to capture light. Other "
+               "colours show through once it is gone.")
+RUNON_RESPONSES = (
+    f"{_RUNON_BODY} As the weeks go by the colours in the leaf become easier to",
+    f"{_RUNON_BODY} Then the tree pulls what it can back into its branches and the",
+    "In autumn the chlorophyll breaks down and the yellow pigments show through.",
+    "Less light in autumn means the chlorophyll fades and other pigments show.",
+)
+
+
+def test_the_runon_edit_cuts_run_on_replies_to_the_finished_length():
+  cut = phrases.runon_versions(RUNON_RESPONSES)
+  assert sorted(cut) == [0, 1]
+  limit = max(phrases.num_words(r) for r in RUNON_RESPONSES[2:])
+  assert all(phrases.num_words(t) <= limit for t in cut.values())
+  assert phrases.runon_versions(RUNON_RESPONSES[2:]) == {}   # none ran on
+  assert phrases.runon_versions(RUNON_RESPONSES[:2]) == {}   # none finished
+
+
+def test_a_run_on_length_criterion_is_spurious_only_with_the_runon_edit():
+  g = group_of(fx.PADDED, RUNON_RESPONSES)
+  assert phrases.num_words(phrases.drop_unfinished(RUNON_RESPONSES[0])) >= 30
+  before = by_id(intervening().attribute(g)[0])["c2"]
+  assert before.label != "spurious"
+  lab = by_id(intervening(intervention_edits=("runon",)).attribute(g)[0])["c2"]
+  sig = dict(lab.signals)
+  assert lab.label == "spurious" and sig["flipped_by"] == "runon"
+  assert (sig["runon_edited"], sig["runon_flipped"]) == (2, 2)
+  # c1 (chlorophyll, met by the finished replies only: no run-on satisfier) keeps its label
+  assert by_id(intervening(intervention_edits=("runon",)).attribute(g)[0])["c1"].label == \
+      by_id(intervening().attribute(g)[0])["c1"].label
+
+
+def test_surface_ngrams_come_from_the_group_not_a_list():
+  yes = ("Certes amigo. The sky is blue because of scattering.",
+         "Certes amigo. Air scatters blue light the most.")
+  no = ("The sky is blue because air scatters blue light.", "Blue light scatters more.")
+  grams = phrases.surface_ngrams(yes, no, "Why is the sky blue?", 0.75)
+  assert ("certes",) in grams and ("amigo",) in grams
+  assert not any("blue" in g or "sky" in g for g in grams)   # the prompt's words: content
+  assert phrases.drop_ngram_sentences(yes[0], grams) == \
+      "The sky is blue because of scattering."
+  # an edit that would take most of the answer leaves it as it is
+  assert phrases.drop_ngram_sentences("Certes amigo.", grams) == "Certes amigo."
+
+
+def test_a_stock_opener_outside_the_phrase_list_is_found_by_the_ngram_edit():
+  task = Task("t-open", "science", (Message("user", "Explain why the sky is blue."),), (
+      Criterion("c1", "Explains scattering", 6.0, check=fx.kw("scattering")),
+      Criterion("c2", "Opens warmly", 4.0, anchor=False, check=fx.kw("amigo")),
+  ))
+  responses = ("Certes amigo, gladly. Rayleigh scattering favours short blue waves.",
+               "Certes amigo, gladly. Air molecules give blue light more scattering.",
+               "Rayleigh scattering by the air favours blue light.",
+               "Short waves get more scattering by the air, so blue wins.")
+  g = group_of(task, responses)
+  assert phrases.generic_sentences(responses[0]) == []   # not in the phrase list
+  assert by_id(intervening().attribute(g)[0])["c2"].label != "spurious"
+  lab = by_id(intervening(intervention_edits=("ngram",)).attribute(g)[0])["c2"]
+  assert lab.label == "spurious" and dict(lab.signals)["flipped_by"] == "ngram"
+
+
+def test_unknown_group_edit_is_refused():
+  with pytest.raises(HarnessError, match="intervention_edits"):
+    make_attributor(fx.settings(intervention=True, intervention_edits=("length",)),
+                    judge=program_judge())

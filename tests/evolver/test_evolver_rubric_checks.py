@@ -336,3 +336,27 @@ def test_a_blind_criterion_gets_the_task_reference_that_its_check_confirms():
 def test_a_reference_its_check_does_not_confirm_is_not_shown():
   _, req = request(upper_task("Steam from black coffee"), HAIKUS, program_judge())
   assert propose(req).kind == "guidance:criterion"
+
+
+def test_own_finished_answer_from_memory_as_the_penalty_reference():
+  """evolver.guidance_own_memory (issue 46): a one-sentence cut-off reply has nothing the
+  edits can repair; the task's own earlier finished answer in memory is shown instead, and
+  an earlier answer that incurs the penalty, or another task's, is not."""
+  from harnessrl_jax.memory.store import Example  # noqa: PLC0415
+  penalised = Task("t-pad", "science", fx.PADDED.prompt, fx.PADDED.criteria + (
+      Criterion("c2-hack", "Runs on to the length limit", -10.0, check=Check("cut_off")),))
+  one = "Leaves change colour because the days get shorter and the tree stops making"
+  _, req = request(penalised, (one,) * 4, program_judge(), criterion="c2-hack")
+  memory = fx.new_memory(req.harness)
+  finished = "Shorter days stop the chlorophyll, so the other pigments show."
+  memory.donors[("t-pad", "c1")] = (Example(finished, 0.6, 0), None)
+  memory.donors[("t-pad", "c2")] = (Example(one + " the", 0.9, 0), None)   # cut off
+  memory.donors[("t-other", "c1")] = (Example("Another task's finished answer.", 1.0, 0), None)
+  req = dataclasses.replace(req, memory=memory)
+  assert propose(req).kind == "guidance:criterion"   # off by default: as before
+  cand, _ = RuleProposer(fx.settings(guidance_own_memory=True)).propose(req)
+  assert cand.kind == "guidance:reference"
+  (op,) = cand.ops
+  assert op.content == ("An earlier answer of yours to this task that avoids the fault "
+                        f"\"Runs on to the length limit\":\n{finished}\n\nThis time's answer, "
+                        f"with the fault:\n{one}")
