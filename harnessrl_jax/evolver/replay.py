@@ -89,6 +89,9 @@ class Replayed:
   labels: dict[tuple[int, str, str], tuple[str, str]]     # -> (used, correlational)
   logged: dict[tuple[int, str, str], tuple[str, str]]
   groups: list[testbed._Group]
+  # per group drawn under a penalty (a negative-weight criterion with a verdict): (step,
+  # task, whether some penalty of it splits the group: incurred by some, not all)
+  penalised: list[tuple[int, str, bool]] = dataclasses.field(default_factory=list)
 
 
 def replay_run(run_dir: str, changes: dict[str, Any] | None = None) -> Replayed:
@@ -112,6 +115,7 @@ def replay_run(run_dir: str, changes: dict[str, Any] | None = None) -> Replayed:
   for g in groups:
     by_step[g.step].append(g)
   labels = {}
+  penalised = []
   h, applied = h0, 0
   for step in sorted(by_step):
     # H_t: every record of earlier steps, and this step's driver records (schedule,
@@ -125,6 +129,9 @@ def replay_run(run_dir: str, changes: dict[str, Any] | None = None) -> Replayed:
     criteria = [h.criteria(t.id) for t in tasks]
     judged = grade(judge, tasks, [list(g.responses) for g in gs], criteria, check_limit=False)
     for group in groups_from(tasks, criteria, [g.responses for g in gs], judged):
+      split = penalty_split(group)
+      if split is not None:
+        penalised.append((step, group.task_id, split))
       att, _ = attributor.attribute(group, h, memory, step)
       for lab in att.labels:
         before = dict(lab.signals).get(rf.CORRELATIONAL_LABEL, lab.label)
@@ -138,7 +145,19 @@ def replay_run(run_dir: str, changes: dict[str, Any] | None = None) -> Replayed:
   for r in _rows(os.path.join(run_dir, rf.ATTRIBUTIONS)):
     before = (r.get(rf.SIGNALS) or {}).get(rf.CORRELATIONAL_LABEL, r[rf.LABEL])
     logged[(r[rf.STEP], r[rf.TASK_ID], r[rf.CRITERION_ID])] = (r[rf.LABEL], before)
-  return Replayed(run_dir, labels, logged, groups)
+  return Replayed(run_dir, labels, logged, groups, penalised)
+
+
+def penalty_split(group) -> bool | None:
+  """None when the group was drawn under no penalty with a verdict; else whether some
+  penalty splits it (incurred by some responses and not by others): only then does the
+  penalty move GRPO's advantages (one every response incurs shifts all rewards alike)."""
+  sat = group.satisfied()
+  rows = [sat[k][sat[k] >= 0] for k, c in enumerate(group.criteria) if c.weight < 0]
+  rows = [r for r in rows if len(r)]
+  if not rows:
+    return None
+  return any((r == 1).any() and (r == 0).any() for r in rows)
 
 
 def mismatches(rep: Replayed) -> list[str]:
@@ -287,6 +306,10 @@ def main(argv: Sequence[str]) -> int:
           f"{len(bad)} differ" + (" (--set changes the attributor)" if changes else ""))
     for line in bad[:5]:
       print("  " + line)
+    n_split = sum(x for _, _, x in rep.penalised)
+    print(f"  groups drawn under a penalty: {len(rep.penalised)}; a penalty splits "
+          f"{n_split} of them"
+          + (f" ({100 * n_split / len(rep.penalised):.0f}%)" if rep.penalised else ""))
     status = 1 if bad and not changes else status
     reps.append(rep)
   if FLAGS.truth:
