@@ -345,3 +345,29 @@ def test_changed_experiment_field_is_still_refused(changed, env_and_data):
   assert "another experiment" in out.stderr and "rl.learning_rate: 0.001 -> 0.5" in out.stderr
   assert "timeout_s" not in out.stderr
   assert (c / "config.json").read_text() == before
+
+
+def test_audit_covers_every_record_file_of_a_real_run(runs, tmp_path):
+  """Issue 45 on a real run: the audit checks the records ledger, and an edit of the first
+  or last record of each ledgered file the run wrote fails naming that file."""
+  # pylint: disable=g-import-not-at-top
+  from harnessrl_jax import audit as audit_lib
+  from harnessrl_jax import run_files as rf
+  # pylint: enable=g-import-not-at-top
+  a, *_ = runs
+  out = audit(a)
+  assert out.returncode == 0 and "ledger entries (keyless) match every record file" in out.stdout
+  for name in rf.LEDGERED_LINES:
+    if name == rf.HISTORY or not (a / name).exists():
+      continue
+    for k in (0, -1):
+      bad = tmp_path / f"{name}{k}"
+      shutil.copytree(a, bad)
+      lines = (bad / name).read_text(encoding="utf-8").splitlines(keepends=True)
+      obj = json.loads(lines[k])
+      obj["tampered"] = 1
+      lines[k] = json.dumps(obj) + "\n"
+      (bad / name).write_text("".join(lines), encoding="utf-8")
+      with pytest.raises(audit_lib.AuditFailure, match=f"^{name} record"):
+        audit_lib.audit(str(bad))
+      shutil.rmtree(bad)
