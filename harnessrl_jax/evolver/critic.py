@@ -218,7 +218,7 @@ class Critic:
     elif cand.route == "guidance":
       if resample is None:
         raise HarnessError("the critic needs the step's resample function to measure "
-                           "guidance: pass resample= to Evolver.step / AsyncEvolver.submit")
+                           "guidance: pass resample= to Evolver.step")
       r_old, old_cost = self._baseline(h, group)
       prompt = hguidance.render_prompt(group.task, new, training=True)
       responses = tuple(resample([prompt], key, self.j)[0])

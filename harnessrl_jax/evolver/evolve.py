@@ -28,14 +28,10 @@ task's position, the route and the round, so the same inputs and key give the sa
 (and the same digest). The frozen policy the critic re-samples is an argument of the step
 (`resample`), never state of a role; each role call returns what it cost with its result,
 and `StepResult.accounting` is the step's sum of those.
-
-`AsyncEvolver` runs the step on a worker thread so it overlaps the next RL update (one
-step of harness staleness; see its docstring).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -179,6 +175,38 @@ def _same_rubric(group: Group, h: Harness) -> bool:
   return [(c.id, c.text) for c in now] == [(c.id, c.text) for c in group.criteria]
 
 
+@dataclasses.dataclass
+class _StepRun:
+  """What one `Evolver.step` call has built so far (the harness as it is now, its digest,
+  each role's tally, the records, history, labels and accepted rubric repairs) and what
+  stays fixed during it (step, key, memory, the frozen policy's resample)."""
+
+  h: Harness
+  current: str
+  tally: dict[str, Tally]
+  step: int
+  key: jax.Array
+  memory: Any
+  resample: Resample | None
+  records: list[CandidateRecord] = dataclasses.field(default_factory=list)
+  history: list[HistoryRecord] = dataclasses.field(default_factory=list)
+  attributions: list[TaskAttribution] = dataclasses.field(default_factory=list)
+  repaired: list[tuple[Candidate, Criterion, CriterionLabel]] = dataclasses.field(
+      default_factory=list)
+
+
+@dataclasses.dataclass
+class _TaskRun:
+  """One drawn task within a step: its position, group and labels, and the records and
+  applied ops (JSON) its routes have produced."""
+
+  gi: int
+  group: Group
+  att: TaskAttribution
+  records: list[CandidateRecord] = dataclasses.field(default_factory=list)
+  actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
 class Evolver:
   """Wires attributor, proposer and critic, built once (see `build_evolver`); what varies
   per step (harness, groups, memory, the frozen policy) is an argument of `step`."""
@@ -216,97 +244,108 @@ class Evolver:
         the critic re-samples guidance candidates (None: a guidance candidate raises
         HarnessError).
     """
-    tally = {role: Tally() for role in ROLES}
-    records: list[CandidateRecord] = []
-    history: list[HistoryRecord] = []
-    attributions = []
-    current = digest(h)
-    repaired: list[tuple[Candidate, Criterion, CriterionLabel]] = []
+    run = _StepRun(h, digest(h), {role: Tally() for role in ROLES}, step=step, key=key,
+                   memory=memory, resample=resample)
     if self.prefetch and resample is not None:
-      resample, wall = _timed(self._prefetched, h, groups, step=step, key=key,
-                              memory=memory, resample=resample)
-      tally["critic"] = Tally(tally["critic"].calls, tally["critic"].cost,
-                              tally["critic"].wall_s + wall)
+      run.resample, wall = _timed(self._prefetched, h, groups, step=step, key=key,
+                                  memory=memory, resample=resample)
+      critic = run.tally["critic"]
+      run.tally["critic"] = Tally(critic.calls, critic.cost, critic.wall_s + wall)
     for gi, group in enumerate(groups):
-      (att, cost), wall = _timed(self.attributor.attribute, group, h, memory, step)
-      tally["attributor"] = tally["attributor"].add(cost, wall)
-      attributions.append(att)
-      task_records: list[CandidateRecord] = []
-      actions: list[dict[str, Any]] = []
-      if not _same_rubric(group, h):
-        task_records.append(CandidateRecord(step, group.task_id, "", "", 0, "noop",
-                                            note="the group was judged under an older rubric "
-                                                 "(the task changed earlier this step)"))
-      else:
-        weights = {c.id: c.weight for c in group.criteria}
-        for ri, route in enumerate(ROUTE_ORDER):
-          # The first target the proposer has something for: one it has nothing for (its
-          # guidance fields all tried, say) does not end the route.
-          for target in _targets(att.labels, route, weights, self.config.min_confidence):
-            feedback: list[Feedback] = []
-            accepted = False
-            for b in range(self.config.rounds):
-              req = ProposalRequest(h, group, target, att, memory, step, b, tuple(feedback))
-              (cand, cost), wall = _timed(self.proposer.propose, req)
-              tally["proposer"] = tally["proposer"].add(cost, wall)
-              if cand is None:
-                break
-              k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, gi), ri), b)
-              (meas, _, cost), wall = _timed(self.critic.measure, cand, h, group, target,
-                                             memory, step, k, resample=resample)
-              tally["critic"] = tally["critic"].add(cost, wall)
-              if meas.accepted:
-                if route == "rubric":
-                  repaired.append((cand, _criterion_of(group, target.criterion_id), target))
-                for op in cand.ops:
-                  h, rec = apply_logged(h, op, step=step, log=self.history_log,
-                                        digest_before=current, measurement={
-                                            "candidate": cand.kind, "route": route,
-                                            "criterion_id": target.criterion_id,
-                                            "label": target.to_json(),
-                                            "critic": meas.to_json()})
-                  current = rec.digest_after
-                  history.append(rec)
-                  actions.append(op_to_json(op))
-                task_records.append(CandidateRecord(step, group.task_id, route,
-                                                    target.criterion_id, b, "accepted", cand,
-                                                    meas))
-                accepted = True
-                break
-              verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
-              task_records.append(CandidateRecord(step, group.task_id, route,
-                                                  target.criterion_id, b, verdict, cand,
-                                                  meas))
-              feedback.append(Feedback(cand, meas))
-            if not accepted:
-              task_records.append(CandidateRecord(
-                  step, group.task_id, route, target.criterion_id, len(feedback), "noop",
-                  note=f"no candidate accepted after {len(feedback)} round(s)"))
-            if accepted or feedback:
-              break
-      records.extend(task_records)
-      if memory is not None:
-        memory.add_draw(make_draw(
-            group.task_id, step, [c.id for c in group.criteria],
-            [c.weight for c in group.criteria], group.scores, group.scored, group.rewards,
-            labels={lab.criterion_id: lab.label for lab in att.labels},
-            actions=tuple(actions),
-            measurements=tuple(r.to_json() for r in task_records)), group.responses)
-    if repaired and self.config.transfer_tasks:
-      h, current, offered = self._offer(h, current, repaired, step=step,
-                                        key=jax.random.fold_in(key, len(groups)),
-                                        memory=memory, resample=resample, tally=tally,
-                                        history=history)
-      records.extend(offered)
+      self._evolve_task(run, gi, group)
+    if run.repaired and self.config.transfer_tasks:
+      run.h, run.current, offered = self._offer(
+          run.h, run.current, run.repaired, step=step, key=jax.random.fold_in(key, len(groups)),
+          memory=memory, resample=run.resample, tally=run.tally, history=run.history)
+      run.records.extend(offered)
     if memory is not None:
-      memory.sync_rubrics(h)
+      memory.sync_rubrics(run.h)
+    records, attributions = run.records, run.attributions
     if self.candidate_log:
       append_jsonl(self.candidate_log, [r.to_json() for r in records])
     if self.attribution_log:
       append_jsonl(self.attribution_log, attribution_rows(step, attributions))
-    self._check_critic(step, tally["critic"].cost.unscored, records)
-    return StepResult(step, h, current, tuple(attributions), tuple(records), tuple(history),
-                      {role: t.to_json() for role, t in tally.items()})
+    self._check_critic(step, run.tally["critic"].cost.unscored, records)
+    return StepResult(step, run.h, run.current, tuple(attributions), tuple(records),
+                      tuple(run.history), {role: t.to_json() for role, t in run.tally.items()})
+
+  def _evolve_task(self, run: _StepRun, gi: int, group: Group) -> None:
+    """One drawn task (step 1-3 of the module docstring): its labels, each route's loop on
+    the current harness, and the draw written to memory."""
+    (att, cost), wall = _timed(self.attributor.attribute, group, run.h, run.memory, run.step)
+    run.tally["attributor"] = run.tally["attributor"].add(cost, wall)
+    run.attributions.append(att)
+    task = _TaskRun(gi, group, att)
+    if not _same_rubric(group, run.h):
+      task.records.append(CandidateRecord(run.step, group.task_id, "", "", 0, "noop",
+                                          note="the group was judged under an older rubric "
+                                               "(the task changed earlier this step)"))
+    else:
+      weights = {c.id: c.weight for c in group.criteria}
+      for ri, route in enumerate(ROUTE_ORDER):
+        # The first target the proposer has something for: one it has nothing for (its
+        # guidance fields all tried, say) does not end the route.
+        for target in _targets(att.labels, route, weights, self.config.min_confidence):
+          accepted, rounds = self._repair(run, task, ri, route, target)
+          if not accepted:
+            task.records.append(CandidateRecord(
+                run.step, group.task_id, route, target.criterion_id, rounds, "noop",
+                note=f"no candidate accepted after {rounds} round(s)"))
+          if accepted or rounds:
+            break
+    run.records.extend(task.records)
+    if run.memory is not None:
+      run.memory.add_draw(make_draw(
+          group.task_id, run.step, [c.id for c in group.criteria],
+          [c.weight for c in group.criteria], group.scores, group.scored, group.rewards,
+          labels={lab.criterion_id: lab.label for lab in att.labels},
+          actions=tuple(task.actions),
+          measurements=tuple(r.to_json() for r in task.records)), group.responses)
+
+  def _repair(self, run: _StepRun, task: _TaskRun, ri: int, route: str,
+              target: CriterionLabel) -> tuple[bool, int]:
+    """Up to B rounds of propose -> measure for one target; a rejected or unmeasurable
+    candidate goes back to the proposer as feedback. Returns (accepted, rounds measured
+    without acceptance)."""
+    feedback: list[Feedback] = []
+    group = task.group
+    for b in range(self.config.rounds):
+      req = ProposalRequest(run.h, group, target, task.att, run.memory, run.step, b,
+                            tuple(feedback))
+      (cand, cost), wall = _timed(self.proposer.propose, req)
+      run.tally["proposer"] = run.tally["proposer"].add(cost, wall)
+      if cand is None:
+        break
+      k = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(run.key, task.gi), ri), b)
+      (meas, _, cost), wall = _timed(self.critic.measure, cand, run.h, group, target,
+                                     run.memory, run.step, k, resample=run.resample)
+      run.tally["critic"] = run.tally["critic"].add(cost, wall)
+      if meas.accepted:
+        self._accept(run, task, route, target, cand, meas)
+        task.records.append(CandidateRecord(run.step, group.task_id, route,
+                                            target.criterion_id, b, "accepted", cand, meas))
+        return True, len(feedback)
+      verdict = rf.UNMEASURABLE if meas.unmeasurable else rf.REJECTED
+      task.records.append(CandidateRecord(run.step, group.task_id, route,
+                                          target.criterion_id, b, verdict, cand, meas))
+      feedback.append(Feedback(cand, meas))
+    return False, len(feedback)
+
+  def _accept(self, run: _StepRun, task: _TaskRun, route: str, target: CriterionLabel,
+              cand: Candidate, meas: Measurement) -> None:
+    """Applies an accepted candidate's ops to the harness, each logged to the history."""
+    if route == "rubric":
+      run.repaired.append((cand, _criterion_of(task.group, target.criterion_id), target))
+    for op in cand.ops:
+      run.h, rec = apply_logged(run.h, op, step=run.step, log=self.history_log,
+                                digest_before=run.current, measurement={
+                                    "candidate": cand.kind, "route": route,
+                                    "criterion_id": target.criterion_id,
+                                    "label": target.to_json(),
+                                    "critic": meas.to_json()})
+      run.current = rec.digest_after
+      run.history.append(rec)
+      task.actions.append(op_to_json(op))
 
   def _prefetched(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
                   memory, resample: Resample) -> Prefetched:
@@ -345,7 +384,7 @@ class Evolver:
     retargeted candidate on it as on a recorded group. Returns (harness, digest, records)."""
     if resample is None:
       raise HarnessError("evolver.transfer_tasks needs the step's resample function: pass "
-                         "resample= to Evolver.step / AsyncEvolver.submit")
+                         "resample= to Evolver.step")
     labels = {(c.task_id, c.criterion_id): lab for c, _, lab in repaired}
     found = transfer.offers([(c, crit) for c, crit, _ in repaired], h,
                             {tid: t.user_text for tid, t in self.tasks.items()},
@@ -416,30 +455,3 @@ class Evolver:
         "learner's cells may pass while these fail), or raise evolver.max_unscored_share.",
         lost)
 
-
-class AsyncEvolver:
-  """Runs `Evolver.step` on one worker thread so it overlaps the next RL update.
-
-  Protocol for a driver (one step of harness staleness):
-    step t:   sample with H, judge, RL update; fut = submit(H, groups_t, ...);
-    step t+1: sample with H (still the harness step t sampled with), RL update; then
-              H = fut.result().harness and submit step t+1's groups.
-  The critic must measure on the policy that produced the groups: pass a `resample`
-  bound to that step's parameters (JAX arrays are immutable, so binding them at submit
-  time is enough); it goes to that step alone, nothing on the evolver changes. The memory
-  belongs to the worker while a step is in flight: the driver must not read or write it
-  until `result()` returns.
-  """
-
-  def __init__(self, evolver: Evolver):
-    self.evolver = evolver
-    self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evolver")
-
-  def submit(self, h: Harness, groups: Sequence[Group], *, step: int, key: jax.Array,
-             memory=None, resample: Resample | None = None) -> concurrent.futures.Future:
-    """Queues one `Evolver.step` (same arguments); the future gives its StepResult."""
-    return self._pool.submit(self.evolver.step, h, groups, step=step, key=key, memory=memory,
-                             resample=resample)
-
-  def close(self) -> None:
-    self._pool.shutdown(wait=True)

@@ -226,28 +226,6 @@ def test_reference_comes_from_a_semantic_donor_then_noop_after_b_rounds():
       ["criterion"], ["reference"], ["critique"]]
 
 
-def test_async_evolver_gives_the_sync_result():
-  from harnessrl_jax.evolver import AsyncEvolver  # pylint: disable=g-import-not-at-top
-  tasks = [fx.BLIND, fx.SPURIOUS]
-  resp = [fx.BLIND_RESPONSES, fx.SPURIOUS_RESPONSES]
-  _, _, _, sync = run(tasks, resp)
-  cfg = fx.settings()
-  h = from_tasks(tasks)
-  j = fx.judge()
-  groups = fx.record(tasks, h, resp, j)
-  ev = Evolver(cfg, attributor=RuleAttributor(cfg), proposer=RuleProposer(cfg),
-               critic=Critic(j, cfg, num_samples=4))
-  runner = AsyncEvolver(ev)
-  try:
-    fut = runner.submit(h, groups, step=5, key=jax.random.key(0), memory=fx.new_memory(h),
-                        resample=fx.FakePolicy(fx.PROMPTS))
-    res = fut.result(timeout=60)
-  finally:
-    runner.close()
-  assert res.digest == sync.digest
-  assert [r.to_json() for r in res.records] == [r.to_json() for r in sync.records]
-
-
 def test_padding_gets_its_word_count_check_tightened():
   _, groups, _, res = run([fx.PADDED], [fx.PADDED_RESPONSES])
   np.testing.assert_array_equal(groups[0].scores, [[1, 1, 0, 0], [0, 0, 1, 1]])
