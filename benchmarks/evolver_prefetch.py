@@ -36,15 +36,13 @@ def main() -> None:
 
   # pylint: disable=g-import-not-at-top
   import jax
-  from flax import nnx
   from configs import default
   from harnessrl_jax import harness
   from harnessrl_jax.data import loader
   from harnessrl_jax.evolver import build_evolver
   from harnessrl_jax.evolver.measure import sample_groups
   from harnessrl_jax.experiment import machine
-  from harnessrl_jax.judges.factory import make_judge
-  from harnessrl_jax.judges.config import same_model
+  from harnessrl_jax.judges.factory import make_run_judge
   from harnessrl_jax.memory import Memory, embedder_from_config
   from harnessrl_jax.models import loading
   from harnessrl_jax.rollout.sampling import SamplingParams
@@ -53,10 +51,8 @@ def main() -> None:
 
   cfg = default.get_config()
   print("machine:", machine(), flush=True)
-  loaded = loading.load_model(cfg.model)
-  graphdef, params = nnx.split(loaded.model)
-  judge = make_judge(cfg.judge,
-                     loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)
+  loaded, graphdef, params = loading.load_model_split(cfg.model)
+  judge = make_run_judge(cfg, loaded)
   texts = TextSampler.from_config(graphdef, loaded.prompt_builder, cfg.rollout)
   policy = texts.resample_fn(params, SamplingParams.from_config(cfg.rollout))
   calls: list[int] = []

@@ -70,7 +70,6 @@ def main() -> None:
   args = parser.parse_args()
 
   import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
   from configs import default  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.experiment import machine  # pylint: disable=g-import-not-at-top
   from harnessrl_jax.models import loading  # pylint: disable=g-import-not-at-top
@@ -80,8 +79,7 @@ def main() -> None:
 
   cfg = default.get_config()
   print("machine:", machine(), flush=True)
-  loaded = loading.load_model(cfg.model)
-  graphdef, params = nnx.split(loaded.model)
+  loaded, graphdef, params = loading.load_model_split(cfg.model)
   j = int(cfg.rollout.num_samples)
   forward = ts.decoder_forward(graphdef)
   temperature = cfg.rollout.temperature

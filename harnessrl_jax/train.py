@@ -50,7 +50,6 @@ import httpx
 import jax
 import numpy as np
 from absl import flags, logging
-from flax import nnx
 from ml_collections import config_flags
 
 from harnessrl_jax import cli, harness, run_files, run_ledger
@@ -66,9 +65,9 @@ from harnessrl_jax.harness.history import (HistoryLog, apply_logged, head_of, re
                                            replay)
 from harnessrl_jax.harness.ops import SetLadder
 from harnessrl_jax.harness.state import Harness
-from harnessrl_jax.judges.config import REMOTE_BACKENDS, JudgeConfig, same_model
-from harnessrl_jax.judges.factory import make_judge
-from harnessrl_jax.models.loading import load_model
+from harnessrl_jax.judges.config import REMOTE_BACKENDS, JudgeConfig
+from harnessrl_jax.judges.factory import make_run_judge
+from harnessrl_jax.models.loading import load_model_split
 from harnessrl_jax.rl import mesh as rl_mesh
 from harnessrl_jax.rl.config import RLConfig
 from harnessrl_jax.rl.train_state import TrainState, make_optimizer
@@ -237,11 +236,9 @@ def build_run(cfg, workdir: str, train_tasks: Sequence[Task],
               heldout_tasks: Sequence[Task]) -> Run:
   """Loads the model and builds every constant part of the run."""
   start = time.perf_counter()
-  loaded = load_model(cfg.model)
-  graphdef, params = nnx.split(loaded.model)
+  loaded, graphdef, params = load_model_split(cfg.model)
   say(f"model {cfg.model.source} loaded in {time.perf_counter() - start:.1f}s")
-  judge = make_judge(cfg.judge,
-                     loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)
+  judge = make_run_judge(cfg, loaded)
   mesh = rl_mesh.mesh_for_devices(cfg.rl.mesh)
   texts = TextSampler.from_config(graphdef, loaded.prompt_builder, cfg.rollout, mesh=mesh)
   sampling = SamplingParams.from_config(cfg.rollout)

@@ -92,16 +92,13 @@ def checkpoint_step(run_dir: str, which: str) -> int | None:
 def load_policy(cfg, run_dir: str, step: int | None):
   """(loaded model, params): the config's model, with a checkpoint's params if `step`."""
   # pylint: disable=g-import-not-at-top
-  from flax import nnx
-  from harnessrl_jax.models.loading import load_model
-  loaded = load_model(cfg.model)
-  _, params = nnx.split(loaded.model)
+  from harnessrl_jax.models.loading import load_model_split
+  loaded, graphdef, params = load_model_split(cfg.model)
   if step is None:
     return loaded, params
   from harnessrl_jax.run.checkpoint import RunCheckpoints, restore_target, state_tree
   from harnessrl_jax.rl.train_state import create_train_state
   from harnessrl_jax.rl.train_step import build_step, decoder_forward
-  graphdef, _ = nnx.split(loaded.model)
   tx, _ = build_step(decoder_forward(graphdef), cfg.rl, temperature=cfg.rollout.temperature)
   state = create_train_state(params, tx, ref_params=None)
   # This process's own (single-device) shardings: the checkpoint's may name devices of a
@@ -167,8 +164,7 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
         compare: str = "", out: str = "") -> dict:
   """Evaluates one checkpoint; returns what it writes to the evaluation JSON."""
   # pylint: disable=g-import-not-at-top
-  from harnessrl_jax.judges.config import same_model
-  from harnessrl_jax.judges.factory import make_client, make_judge
+  from harnessrl_jax.judges.factory import make_client, make_run_judge
   os.makedirs(run_dir, exist_ok=True)
   for bench, name in BENCH_FLAGS.items():  # fail before minutes of model loading
     if bench_paths.get(name):
@@ -181,8 +177,7 @@ def run(cfg, run_dir: str, *, checkpoint: str = "latest", bench_paths: dict[str,
   if need_policy:
     loaded, params = load_policy(cfg, run_dir, step)
     if heldout or bench_paths.get("writingbench"):
-      judge = make_judge(cfg.judge,
-                         loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)
+      judge = make_run_judge(cfg, loaded)
     generate = make_generate(loaded, params, cfg.rollout, batch_size=batch_size,
                              key=jax.random.key(int(cfg.seed)))
     if heldout:

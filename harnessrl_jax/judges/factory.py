@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.judges.client import RetryPolicy, TextClient
-from harnessrl_jax.judges.config import LLM_BACKENDS, JudgeConfig
+from harnessrl_jax.judges.config import LLM_BACKENDS, JudgeConfig, same_model
 from harnessrl_jax.judges.judge import Judge, JudgeSettings
 from harnessrl_jax.judges.pool import PoolClient
 
@@ -81,3 +81,10 @@ def make_judge(judge_cfg, *, loaded=None, client: TextClient | None = None) -> J
   return Judge(None if j.backend == "program" else client,
                use_checks=j.backend in ("program", "hybrid"), settings=settings,
                cache_size=j.cache_size)
+
+
+def make_run_judge(cfg, loaded) -> Judge:
+  """config.judge's judge for a run whose policy `loaded` is config.model: a local judge
+  of the same model reads the policy's loaded weights instead of loading them again."""
+  return make_judge(cfg.judge,
+                    loaded=loaded if same_model(cfg.judge.model, cfg.model) else None)

@@ -210,3 +210,11 @@ def load_model(model_cfg) -> LoadedModel:
     return _load_dir(path, overrides)
   cfg = ModelConfig.tiny(m.family, **overrides)   # "tiny"; ModelSettings checked the source
   return LoadedModel(Decoder(cfg, rngs=nnx.Rngs(m.seed)), cfg, tiny_prompt_builder())
+
+
+def load_model_split(model_cfg) -> tuple[LoadedModel, nnx.GraphDef, nnx.State]:
+  """(the loaded model, its graphdef, its params): `load_model` split as the jitted
+  programs take it (`nnx.split`); the driver, the evaluator and the benchmarks load so."""
+  loaded = load_model(model_cfg)
+  graphdef, params = nnx.split(loaded.model)
+  return loaded, graphdef, params

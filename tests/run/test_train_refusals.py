@@ -30,7 +30,7 @@ def no_model(monkeypatch):
   """Every refusal must come before the model loads: loading it fails the test."""
   def boom(*a, **k):
     raise AssertionError("the model was loaded before the refusal")
-  monkeypatch.setattr(train, "load_model", boom)
+  monkeypatch.setattr(train, "load_model_split", boom)
 
 
 def free_port() -> int:
