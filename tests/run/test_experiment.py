@@ -190,3 +190,28 @@ def test_unknown_arm_is_one_error_line(tmp_path):
   assert len(lines) == 1 and lines[0].startswith("error: run bogus/seed0: "), lines
   assert "unknown arm 'bogus'; the arms are harnessrl, grpo_static" in lines[0]
   assert not workdir.exists()
+
+
+def test_attributor_replay_reproduces_the_runs_labels(grid, tmp_path):
+  """evolver/replay.py on the grid's harnessrl runs: every logged label (and correlational
+  label) comes back; a label edited in the log is found, and the command then fails."""
+  import shutil  # noqa: PLC0415
+
+  from harnessrl_jax.evolver import replay  # noqa: PLC0415
+  workdir, _ = grid
+  for s in SEEDS:
+    rep = replay.replay_run(str(workdir / "harnessrl" / f"seed{s}"))
+    assert rep.logged and set(rep.labels) == set(rep.logged)
+    assert replay.mismatches(rep) == []
+  run_dir = tmp_path / "run"
+  shutil.copytree(workdir / "harnessrl" / "seed0", run_dir,
+                  ignore=shutil.ignore_patterns("checkpoints"))
+  path = run_dir / "attributions.jsonl"
+  rows = [json.loads(line) for line in path.read_text().splitlines()]
+  rows[0]["label"] = next(x for x in ("blind", "agree") if x != rows[0]["label"])
+  path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  assert len(replay.mismatches(replay.replay_run(str(run_dir)))) == 1
+  done = subprocess.run([sys.executable, "-m", "harnessrl_jax.evolver.replay",
+                         f"--run={run_dir}", "--truth="], cwd=REPO, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert done.returncode == 1 and "1 differ" in done.stdout, done.stdout + done.stderr
