@@ -160,6 +160,131 @@ def penalty_split(group) -> bool | None:
   return any((r == 1).any() and (r == 0).any() for r in rows)
 
 
+def _harness_at(h0, records, step):
+  """H_t for `step`'s groups (replay_run's rule), from H_0 and the history records."""
+  h = h0
+  for r in records:
+    if r.step < step or (r.step == step and rf.SOURCE in dict(r.measurement)):
+      h = apply(h, r.op)
+  return h
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+  """One measured candidate of a run: the critic's logged verdict under the run's rule (the
+  band), and evolver.accept_test = "ttest"'s verdict on the same measurement, offline."""
+
+  step: int
+  task_id: str
+  route: str
+  delta: float              # the run's logged Delta, points
+  replayed_delta: float     # Delta recomputed here (must equal it: the same measurement)
+  band_accepted: bool
+  test: Any                 # acceptance.TestResult
+
+
+def accept_decisions(run_dir: str, alpha: float) -> list[Decision]:
+  """Every measured rubric and guidance candidate of the run's own groups (repairs offered
+  to other tasks are measured on groups the log does not hold: left out), with the t
+  test's verdict at `alpha` on the same measurement: the group's per-response rewards
+  under the rubric the critic compared with, against the candidate rubric's (rubric:
+  paired) or against the logged re-sampled answers' (guidance: two-sample)."""
+  from harnessrl_jax.evolver import acceptance  # noqa: PLC0415
+  from harnessrl_jax.harness.ops import apply_all, op_from_json  # noqa: PLC0415
+  cfg = _config(run_dir)
+  judge = Judge(None, use_checks=True, cache_size=4096)
+  lam = float(cfg.harness.total_weight)
+  h0 = harness.from_tasks(load_split(cfg.data.train, tuple(cfg.data.domains), field="train"),
+                          cfg.harness)
+  path = os.path.join(run_dir, rf.HISTORY)
+  records = read_history(path) if os.path.exists(path) else []
+  problems: list[str] = []
+  groups = testbed._groups([(f"{rf.GROUPS}:{n}", r) for n, r in enumerate(
+      _rows(os.path.join(run_dir, rf.GROUPS)), 1)], {}, problems)
+  first = {}
+  for g in groups:
+    first.setdefault((g.step, g.task.id), g)
+  rows = _rows(os.path.join(run_dir, rf.CANDIDATES))
+  out: list[Decision] = []
+  step, h = None, None
+
+  def rewards(task, responses, criteria):
+    j = grade(judge, [task], [list(responses)], [criteria], check_limit=False)
+    return np.where(j.valid[0], j.rewards[0], np.nan)
+
+  for r in rows:
+    if r["step"] != step:
+      step, h = r["step"], _harness_at(h0, records, r["step"])
+    cand, meas = r.get("candidate"), r.get("measurement")
+    if cand is None or meas is None:
+      continue
+    ops = [op_from_json(o) for o in cand["ops"]]
+    g = first.get((step, r["task_id"]))
+    measured = (r["route"] in ("rubric", "guidance") and not r.get("offered_from")
+                and meas.get("delta") is not None and g is not None
+                and not any("(iii)" in x or "(iv)" in x for x in meas.get("reasons", ())))
+    if measured:
+      now = h.criteria(g.task.id)
+      old = rewards(g.task, g.responses, now)
+      if r["route"] == "rubric":
+        new = rewards(g.task, g.responses, apply_all(h, ops).criteria(g.task.id))
+        test = acceptance.paired(old, new, alpha, lam)
+      else:
+        new = rewards(g.task, meas.get("responses", ()), now)
+        test = acceptance.two_sample(old, new, alpha, lam)
+      out.append(Decision(step, r["task_id"], r["route"], float(meas["delta"]),
+                          float(test.delta), r["verdict"] == rf.ACCEPTED, test))
+    if r["verdict"] == rf.ACCEPTED:
+      h = apply_all(h, ops)
+  return out
+
+
+def accept_report(run_dirs: Sequence[str], truth: testbed.Truth, alpha: float) -> str:
+  """Per route: candidates the band accepted and the t test would, and of those measured
+  at the task's next logged draw, the share followed by a lower mean oracle reward (the
+  testbed's critic measure) -- for the band's accepts, and split by the test's verdict."""
+  judge = Judge(None, use_checks=True, cache_size=1)
+  tally: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+  lines, off = [], 0
+  for d in run_dirs:
+    decisions = accept_decisions(d, alpha)
+    off += sum(abs(x.delta - x.replayed_delta) > 0.01 for x in decisions)
+    problems: list[str] = []
+    groups = testbed._groups([(f"{rf.GROUPS}:{n}", r) for n, r in enumerate(
+        _rows(os.path.join(d, rf.GROUPS)), 1)], {}, problems)
+    _, pooled = testbed._train(groups, truth, judge)
+    draws: dict[str, list[int]] = defaultdict(list)
+    for st, tid in sorted(pooled):
+      draws[tid].append(st)
+    for x in decisions:
+      t = tally[x.route]
+      t["measured"][0] += 1
+      t["band"][0] += x.band_accepted
+      t["test"][0] += x.test.accepted
+      later = [st for st in draws[x.task_id] if st > x.step]
+      if not x.band_accepted or not later or (x.step, x.task_id) not in pooled:
+        continue
+      before = np.mean(pooled[(x.step, x.task_id)].rewards)
+      after = np.mean(pooled[(later[0], x.task_id)].rewards)
+      drop = int(after < before)
+      for key in ("band accepted", "test accepts too" if x.test.accepted
+                  else "test rejects"):
+        t[key][0] += 1
+        t[key][1] += drop
+  lines.append(f"accept test: one-sided t at alpha {alpha:g}; {off} replayed Deltas differ "
+               "from the logged ones by more than 0.01 points")
+  lines.append("| route | measured | the run's rule accepts | test would accept | its accepts followed "
+               "by a drop (of measured next draw) | of which test accepts too | test rejects |")
+  lines.append("|---|---|---|---|---|---|---|")
+  frac = lambda v: f"{v[1]} of {v[0]}" + (f" ({100 * v[1] / v[0]:.0f}%)" if v[0] else "")  # noqa: E731
+  for route in sorted(tally):
+    t = tally[route]
+    lines.append(f"| {route} | {t['measured'][0]} | {t['band'][0]} | {t['test'][0]} | "
+                 f"{frac(t['band accepted'])} | {frac(t['test accepts too'])} | "
+                 f"{frac(t['test rejects'])} |")
+  return "\n".join(lines)
+
+
 def mismatches(rep: Replayed) -> list[str]:
   """Where the replay and the run's log disagree (a label, or a row on one side only)."""
   out = []
@@ -281,6 +406,8 @@ def define_flags() -> None:
   flags.DEFINE_string("truth", "data/testbed/truth.jsonl", "the testbed's truth file")
   flags.DEFINE_multi_string("set", [], "FIELD=VALUE: an evolver field changed for the replay")
   flags.DEFINE_integer("resamples", 2000, "bootstrap resamples")
+  flags.DEFINE_float("accept_alpha", None, "also: the critic's logged decisions beside "
+                     "evolver.accept_test=ttest's at this alpha, offline")
   flags.DEFINE_list("hide", [], "planted proxy kinds left out of the figures (a kind held "
                     "out of tuning: docs/testbed.md names it)")
 
@@ -315,6 +442,8 @@ def main(argv: Sequence[str]) -> int:
   if FLAGS.truth:
     print(report(instances(reps, testbed.load_truth(FLAGS.truth)),
                  resamples=FLAGS.resamples, hide=FLAGS.hide))
+  if FLAGS.accept_alpha is not None and FLAGS.truth:
+    print(accept_report(FLAGS.run, testbed.load_truth(FLAGS.truth), FLAGS.accept_alpha))
   print(f"{time.perf_counter() - t0:.1f} s")
   return status
 
