@@ -20,6 +20,12 @@ that uses it up yields a TransportError in its place (the judge leaves the cell 
 and counts it, never a default). A refusal (a ServerError that is not a TransportError: a
 4xx, a prompt too long) is returned at once, as another endpoint of the same model would
 refuse it too; AuthError propagates.
+
+Moved requests: a request that one endpoint failed in transport and another then answered
+(or refused) moved. Each endpoint counts those it took over (`moved_in`) and those it lost
+(`moved_out`, each request once per endpoint that failed it); the sum of `moved_in` over the
+endpoints is how many requests, so cells, a fault sent elsewhere instead of leaving them
+unscored. One judge request is one cell (or several identical cells the judge merged).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class _Endpoint:
   transport_failures: int = 0
   refusals: int = 0
   opened: int = 0
+  moved_in: int = 0    # requests another endpoint failed that this one then answered
+  moved_out: int = 0   # requests this one failed that another then answered
 
   def state(self, now: float) -> str:
     if self.open_until is None:
@@ -83,13 +91,15 @@ class PoolClient(TextClient):
 
   def stats(self) -> dict[str, dict[str, int | str]]:
     """Per endpoint: its breaker state, requests in flight now, and counters since start
-    (requests sent, answers, transport failures, refusals, times its breaker opened)."""
+    (requests sent, answers, transport failures, refusals, times its breaker opened,
+    requests it took over from endpoints that failed them and requests it lost to others)."""
     with self._cond:
       now = time.monotonic()
       return {e.name: {"state": e.state(now), "in_flight": e.in_flight,
                        "requests": e.requests, "successes": e.successes,
                        "transport_failures": e.transport_failures, "refusals": e.refusals,
-                       "opened": e.opened}
+                       "opened": e.opened, "moved_in": e.moved_in,
+                       "moved_out": e.moved_out}
               for e in self._endpoints}
 
   def close(self) -> None:
@@ -107,6 +117,7 @@ class PoolClient(TextClient):
   def _request(self, chat: tuple[Message, ...], max_tokens: int,
                schema: Schema | None) -> str | ServerError:
     tried: set[_Endpoint] = set()
+    failed_on: set[_Endpoint] = set()   # kept across back-offs (`tried` is not): the moves
     backoffs = 0
     last = "every endpoint was out (circuit open)"
     for attempt in range(self.policy.retries + 1):
@@ -126,11 +137,12 @@ class PoolClient(TextClient):
         outcome = _REFUSED   # the server answered: its breaker closes, the run stops
         raise
       finally:
-        self._release(endpoint, probe, outcome)
+        self._release(endpoint, probe, outcome, failed_on)
       if outcome != _FAILED:
         return result
       last = f"{endpoint.name}: {result}"
       tried.add(endpoint)
+      failed_on.add(endpoint)
       if attempt < self.policy.retries and self._tried_every_reachable(tried):
         time.sleep(self.policy.delay(backoffs))
         backoffs += 1
@@ -169,7 +181,10 @@ class PoolClient(TextClient):
         out = [e.open_until for e in self._endpoints if e.state(now) == OPEN]
         self._cond.wait(min(out) - now if out else None)
 
-  def _release(self, e: _Endpoint, probe: bool, outcome: str | None) -> None:
+  def _release(self, e: _Endpoint, probe: bool, outcome: str | None,
+               failed_on: set[_Endpoint]) -> None:
+    """Frees the slot and records the outcome; `failed_on`: the endpoints that failed this
+    request before (an answer here moves it from them)."""
     with self._cond:
       e.in_flight -= 1
       if probe:
@@ -190,6 +205,11 @@ class PoolClient(TextClient):
           e.refusals += 1
         e.consecutive_failures = 0
         e.open_until = None
+        lost_by = failed_on - {e}   # failed here before too: it came back, not moved
+        if lost_by:
+          e.moved_in += 1
+          for other in lost_by:
+            other.moved_out += 1
       self._cond.notify_all()
 
   def _tried_every_reachable(self, tried: set[_Endpoint]) -> bool:

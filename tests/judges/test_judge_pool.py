@@ -147,6 +147,10 @@ def test_a_dying_and_a_slow_server_lose_nothing_and_cost_no_throughput(serve):
     assert d["state"] in ("open", "half_open")
     assert s_["successes"] >= 1 and s_["transport_failures"] == 0
     assert sum(e["successes"] for e in stats.values()) == n
+    # Only the dying server failed requests: each one it lost was taken over by another.
+    moved = sum(e["moved_in"] for e in stats.values())
+    assert moved == d["moved_out"] >= 1 and d["moved_in"] == 0
+    assert s_["moved_out"] == f["moved_out"] == 0
     for e in stats.values():
       assert e["requests"] == e["successes"] + e["transport_failures"] + e["refusals"]
       assert e["in_flight"] == 0 and e["refusals"] == 0
@@ -193,9 +197,12 @@ def test_an_open_breaker_closes_once_its_probe_is_answered(serve):
   pool = make_client(pool_config([flaky.url, steady.url], cooldown_s=1.0))
   first = pool.complete_or_errors(chats(*(f"a{i}" for i in range(20))), max_tokens=8)
   assert first == [f"echo a{i}" for i in range(20)]   # the 503s were retried on steady
-  f = pool.stats()[flaky.url]
+  f, st = pool.stats()[flaky.url], pool.stats()[steady.url]
   assert (f["state"], f["opened"], f["successes"]) == ("open", 1, 0)
   assert f["transport_failures"] >= 2
+  # Each request flaky failed moved to steady once: the counters say how many.
+  assert f["moved_out"] == st["moved_in"] == f["transport_failures"]
+  assert f["moved_in"] == st["moved_out"] == 0
   flaky.failing = False
   time.sleep(1.05)
   assert pool.stats()[flaky.url]["state"] == "half_open"
@@ -279,3 +286,40 @@ def test_a_schema_reaches_every_member_that_takes_one():
                        schema=VERDICT_SCHEMA) == ["ok"] * 8
   sent = members["a"].schemas + members["b"].schemas
   assert len(sent) == 8 and all(s is VERDICT_SCHEMA for s in sent)
+
+
+def test_moved_requests_are_counted_once_where_they_landed():
+  """A request failed by one endpoint and answered by another moved: counted once on each
+  side. One that fails on A, then B, then is answered by A (after the back-off) moved from
+  B only."""
+  from harnessrl_jax.judges.client import RetryPolicy, TextClient  # pylint: disable=g-import-not-at-top
+
+  class Member(TextClient):
+    def __init__(self, name, fail_first):
+      self.identity, self.fail_first, self.calls = name, fail_first, 0
+
+    def _complete(self, chats, max_tokens, schema=None):
+      self.calls += 1
+      if self.calls <= self.fail_first:
+        return [TransportError(f"{self.identity} down")]
+      return [f"{self.identity} answered"]
+
+  down, up = Member("down", 10**6), Member("up", 0)
+  pool = PoolClient({"down": down, "up": up}, max_in_flight=1, failure_threshold=100,
+                    policy=RetryPolicy(retries=3, backoff_s=0.0))
+  out = pool.complete(chats(*(f"q{i}" for i in range(6))), max_tokens=4)
+  assert out == ["up answered"] * 6
+  stats = pool.stats()
+  assert stats["up"]["moved_in"] == stats["down"]["moved_out"] == stats["down"][
+      "transport_failures"] >= 1
+  assert stats["up"]["moved_out"] == stats["down"]["moved_in"] == 0
+  # One request: A fails, B fails, A answers after the back-off.
+  a, b = Member("a", 1), Member("b", 1)
+  pool = PoolClient({"a": a, "b": b}, max_in_flight=1,
+                    policy=RetryPolicy(retries=3, backoff_s=0.0))
+  answer = pool.complete(chats("q"), max_tokens=4)[0]
+  first, second = ("a", "b") if answer == "a answered" else ("b", "a")
+  stats = pool.stats()
+  assert stats[first]["transport_failures"] == stats[second]["transport_failures"] == 1
+  assert (stats[first]["moved_in"], stats[first]["moved_out"]) == (1, 0)
+  assert (stats[second]["moved_in"], stats[second]["moved_out"]) == (0, 1)
