@@ -67,22 +67,9 @@ def audit(run_dir: str, key: bytes | None = None) -> dict[str, Any]:
   run_dir = os.path.abspath(run_dir)
   h = _h0(run_dir)
   history_path = os.path.join(run_dir, HISTORY)
-  try:
-    records = read_history(history_path) if os.path.exists(history_path) else []
-  except BrokenHistory as e:
-    raise AuditFailure(f"the hash chain breaks at line {e.line}: {e}") from None
+  records = _read_records(history_path)
   heads = [GENESIS] + [r.hash for r in records]   # heads[n]: after n records
-  ckpts = RunCheckpoints(run_dir)
-  steps = ckpts.steps()
-  metas = {s: ckpts.meta(s) for s in steps}
-  ckpts.close()
-  at_len: dict[int, list[int]] = {}
-  for s, m in metas.items():
-    n = int(m["history_len"])
-    if n > len(records):
-      raise AuditFailure(f"checkpoint {s} counts {n} history records; {history_path} "
-                         f"holds only {len(records)}: lines were cut from its end")
-    at_len.setdefault(n, []).append(s)
+  steps, metas, at_len = _checkpoint_metadata(run_dir, len(records), history_path)
   intact = [0]   # records up to the last record count whose checkpoints all matched
 
   def check_checkpoints(n: int, h_now) -> None:
@@ -91,22 +78,7 @@ def audit(run_dir: str, key: bytes | None = None) -> dict[str, Any]:
       if metas[s]["harness_digest"] != d:
         raise AuditFailure(f"checkpoint {s}: harness digest {metas[s]['harness_digest'][:12]} "
                            f"!= replay {d[:12]} after {n} history records (step {s})")
-      stored = metas[s].get(HISTORY_HEAD)
-      if stored is None:
-        raise AuditFailure(f"checkpoint {s} stores no {HISTORY_HEAD} (written before "
-                           "histories were chained): its history cannot be checked")
-      if stored != heads[n]:
-        agree = [o for o in at_len[n] if metas[o].get(HISTORY_HEAD) == heads[n]]
-        if agree:
-          where = (f"its metadata was changed (checkpoint {agree[0]}, after the same "
-                   "records, holds the chain's head)")
-        elif n == 0:
-          where = "its metadata was changed (before any record the head is GENESIS)"
-        else:
-          where = (f"{history_path} lines {intact[0] + 1}..{n} were rewritten since it was "
-                   "saved (their hashes recomputed)")
-        raise AuditFailure(f"checkpoint {s}: {HISTORY_HEAD} {stored[:12]} != the chain's "
-                           f"{heads[n][:12]} after {n} records: {where}")
+      _check_head(s, n, metas, at_len, heads, intact[0], history_path)
     if n in at_len:
       intact[0] = n
 
@@ -127,6 +99,52 @@ def audit(run_dir: str, key: bytes | None = None) -> dict[str, Any]:
           "uncheckpointed_records": len(records) - (int(metas[steps[-1]]["history_len"])
                                                     if steps else 0),
           **audit_ledger(run_dir, metas, key)}
+
+
+def _read_records(history_path: str) -> list:
+  """The history's records, their hash chain checked line by line."""
+  try:
+    return read_history(history_path) if os.path.exists(history_path) else []
+  except BrokenHistory as e:
+    raise AuditFailure(f"the hash chain breaks at line {e.line}: {e}") from None
+
+
+def _checkpoint_metadata(run_dir: str, num_records: int, history_path: str):
+  """(steps, step -> metadata, history length -> the steps checkpointed after it)."""
+  ckpts = RunCheckpoints(run_dir)
+  steps = ckpts.steps()
+  metas = {s: ckpts.meta(s) for s in steps}
+  ckpts.close()
+  at_len: dict[int, list[int]] = {}
+  for s, m in metas.items():
+    n = int(m["history_len"])
+    if n > num_records:
+      raise AuditFailure(f"checkpoint {s} counts {n} history records; {history_path} "
+                         f"holds only {num_records}: lines were cut from its end")
+    at_len.setdefault(n, []).append(s)
+  return steps, metas, at_len
+
+
+def _check_head(s: int, n: int, metas, at_len, heads, intact: int, history_path: str) -> None:
+  """Checkpoint `s`, saved after `n` records, stores the chain's head; when it does not,
+  says which was changed: its metadata, or the records since the last intact checkpoint."""
+  stored = metas[s].get(HISTORY_HEAD)
+  if stored is None:
+    raise AuditFailure(f"checkpoint {s} stores no {HISTORY_HEAD} (written before "
+                       "histories were chained): its history cannot be checked")
+  if stored == heads[n]:
+    return
+  agree = [o for o in at_len[n] if metas[o].get(HISTORY_HEAD) == heads[n]]
+  if agree:
+    where = (f"its metadata was changed (checkpoint {agree[0]}, after the same "
+             "records, holds the chain's head)")
+  elif n == 0:
+    where = "its metadata was changed (before any record the head is GENESIS)"
+  else:
+    where = (f"{history_path} lines {intact + 1}..{n} were rewritten since it was "
+             "saved (their hashes recomputed)")
+  raise AuditFailure(f"checkpoint {s}: {HISTORY_HEAD} {stored[:12]} != the chain's "
+                     f"{heads[n][:12]} after {n} records: {where}")
 
 
 def audit_ledger(run_dir: str, metas: dict[int, dict[str, Any]],

@@ -129,7 +129,7 @@ def test_checkpoint_errors_name_the_file_and_tensor(tmp_path):
 @pytest.mark.parametrize("model_cfg,match", [
     ({"source": "nope"}, "config.model.source = 'nope'"),
     ({"source": "hf", "path": ""}, "config.model.path is empty"),
-    ({"sauce": "tiny"}, r"config.model: unknown fields \['sauce'\]"),
+    ({"sauce": "tiny"}, "config.model.sauce: no such field"),
     ({"source": "hf", "path": "/no/such/dir"}, "neither a directory nor a .gguf"),
 ])
 def test_bad_model_config_raises(model_cfg, match):
