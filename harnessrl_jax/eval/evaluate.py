@@ -30,7 +30,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from harnessrl_jax import cli, run_files
+from harnessrl_jax import run_files
 from harnessrl_jax.config import base_config, validate
 from harnessrl_jax.data.splits import load_split
 from harnessrl_jax.errors import ConfigError

@@ -13,7 +13,7 @@ from harnessrl_jax.data.importers import IMPORTERS, ifbench, ifeval
 from harnessrl_jax.data.loader import load_tasks, parse_task
 from harnessrl_jax.errors import ConfigError, DataError
 from harnessrl_jax.eval.ifverify import official_ifeval, registry, text
-from repo_paths import FIXTURES, REPO
+from repo_paths import FIXTURES
 
 FIXTURE = os.path.join(FIXTURES, "ifeval_sample.jsonl")
 REQUEST = "Write a haiku about rain."

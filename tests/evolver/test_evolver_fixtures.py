@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 
 from harnessrl_jax.data import text_units
 from harnessrl_jax.data.frozen import FrozenMap

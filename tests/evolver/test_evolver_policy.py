@@ -12,7 +12,7 @@ from harnessrl_jax.evolver import Critic, Evolver, RuleAttributor, RuleProposer
 from harnessrl_jax.evolver.critic import mean_reward
 from harnessrl_jax.evolver.measure import sample_groups
 from harnessrl_jax.judges.grading import grade
-from harnessrl_jax.harness import digest, from_tasks, render_prompt
+from harnessrl_jax.harness import from_tasks, render_prompt
 from harnessrl_jax.harness.ops import apply_all
 from harnessrl_jax.models.loading import load_model
 from harnessrl_jax.rollout import SamplingParams

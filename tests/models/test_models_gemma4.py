@@ -21,7 +21,6 @@ from flax import nnx
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.models import hf_io, kv_cache
 from harnessrl_jax.models.architecture import ModelConfig
-from harnessrl_jax.models.decoder import Decoder
 from harnessrl_jax.models.kv_cache import init_cache
 from harnessrl_jax.rollout import sampler as rollout_sampler
 from harnessrl_jax.rollout.sampling import SamplingParams

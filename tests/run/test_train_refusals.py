@@ -2,7 +2,6 @@
 says what to change; another experiment in a workdir with a checkpoint is refused too, while
 a refused start leaves nothing behind that refuses the corrected one."""
 
-import os
 import socket
 import subprocess
 import sys
