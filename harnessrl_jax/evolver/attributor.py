@@ -138,8 +138,10 @@ EDITS = ("phrase", "repetition", "filler", "unfinished", "all")
 #   runon  an unfinished response cut back to the length of the group's longest finished
 #          one (phrases.runon_versions): the length bought by running on to the limit;
 #   ngram  the sentences holding n-grams that every satisfying response has and no other
-#          response has, outside the prompt's words (phrases.surface_ngrams).
-GROUP_EDITS = ("runon", "ngram")
+#          response has, outside the prompt's words (phrases.surface_ngrams);
+#   inrepeat  a word said again within its sentence said once
+#          (phrases.drop_sentence_repeats; per response, not from the group).
+GROUP_EDITS = ("runon", "ngram", "inrepeat")
 
 
 def edited_versions(text: str) -> dict[str, str]:
@@ -249,6 +251,9 @@ class Intervention:
                                      group.task.user_text, self.config.phrase_share)
       edited = {j: phrases.drop_ngram_sentences(group.responses[j], grams) for j in yes}
       out["ngram"] = {j: t for j, t in edited.items() if t != group.responses[j]}
+    if "inrepeat" in on:
+      edited = {j: phrases.drop_sentence_repeats(group.responses[j]) for j in yes}
+      out["inrepeat"] = {j: t for j, t in edited.items() if t != group.responses[j]}
     return out
 
   def _regrade(self, group: Group, texts: Sequence[str]) -> tuple[Group | None, Cost]:
@@ -271,10 +276,14 @@ class Intervention:
     sig: dict[str, Any] = {**dict(prior.signals), "correlational_label": prior.label,
                            "correlational_confidence": round(float(prior.confidence), 6),
                            "intervention_edits": tuple(by_edit), "flipped_by": ""}
+    # evolver.intervention_overturns False: the test only adds labels; a spurious suspicion
+    # it does not confirm stands (an edit that cannot expose a hack is no evidence of none)
+    keep = prior.label == "spurious" and not self.config.intervention_overturns
     if not by_edit:
       sig["intervention_note"] = "no edit changed a satisfying response"
-      return _agreed(prior, sig)
-    unchanged = prior.label == "saturated"   # not borne out: it stays saturated
+      return dataclasses.replace(prior, signals=tuple(sorted(sig.items()))) if keep \
+          else _agreed(prior, sig)
+    unchanged = prior.label == "saturated" or keep   # not borne out: it stays
     after_sat = regraded.satisfied()[k]
     lost = sum(int(after_sat[col[t]] < 0) for by_j in by_edit.values() for t in by_j.values())
     if lost:

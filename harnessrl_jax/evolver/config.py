@@ -67,7 +67,12 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       off, the behaviour before they existed): "runon" cuts an unfinished response back
       to the length of the group's longest finished one, "ngram" drops the sentences
       holding n-grams every satisfying response has and no other, outside the prompt's
-      words. No list of phrases: nothing here names the testbed's surfaces.
+      words, "inrepeat" says a word repeated within its sentence once. No list of
+      phrases: nothing here names the testbed's surfaces.
+    intervention_overturns: True (as before): a correlational "spurious" the edits do not
+      confirm becomes "agree"; False: it stands, and the test only adds "spurious" labels
+      (an edit that cannot expose a hack, e.g. a word count met without finishing, is no
+      evidence that there is none; issue 46).
     accept_test: the critic's condition (ii) lower bound: "band" (the route's band, the
       paper's empirical rule) or "ttest" (evolver/acceptance.py, issue 46, beyond the
       paper: a one-sided t test of Delta > 0 at level accept_alpha, the band's upper bound
@@ -121,6 +126,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_flip_share = 0.5
   c.intervention_rest_points = 10.0
   c.intervention_edits = ()
+  c.intervention_overturns = True
   c.accept_test = "band"
   c.accept_alpha = 0.05
   c.guidance_own_memory = False

@@ -168,3 +168,25 @@ def drop_ngram_sentences(text: str, grams: set[tuple[str, ...]], most: float = 0
   if kept == said or num_words(" ".join(kept)) < (1 - most) * num_words(text):
     return text
   return " ".join(kept)
+
+
+def drop_sentence_repeats(text: str) -> str:
+  """`text` with each word said again within its sentence said once (its later occurrences
+  dropped, case-folded): repetition inside one sentence, which drop_repetition (whole
+  sentences, back-to-back words) does not reach."""
+  said = sentences(text)
+  out = []
+  for s in said:
+    seen: set[str] = set()
+    kept = []
+    for tok in s.split():
+      key = "".join(text_units.words(tok)).casefold()
+      if key and key in seen:
+        tail = tok[len(tok.rstrip(".,;:!?")):]   # the sentence's punctuation stays
+        if tail and kept:
+          kept[-1] = kept[-1].rstrip(".,;:!?") + tail
+        continue
+      seen.add(key)
+      kept.append(tok)
+    out.append(" ".join(kept))
+  return text if out == said else " ".join(out)

@@ -512,3 +512,33 @@ def test_unknown_group_edit_is_refused():
   with pytest.raises(HarnessError, match="intervention_edits"):
     make_attributor(fx.settings(intervention=True, intervention_edits=("length",)),
                     judge=program_judge())
+
+
+def test_a_keyword_said_twice_in_one_sentence_is_found_by_the_inrepeat_edit():
+  task = Task("t-rep", "medical", (Message("user", "What helps a headache?"),), (
+      Criterion("c1", "Covers headache in depth", 6.0,
+                check=Check("keyword_count", FrozenMap({"keyword": "headache", "min": 2}))),
+      Criterion("c2", "Suggests rest", 4.0, check=fx.kw("rest")),
+  ))
+  responses = ("For a headache, rest, and a headache often fades. Drink water.",
+               "A headache eases with rest; a headache also eases with water.",
+               "Rest in a dark room. Drink water.",
+               "Drink water and rest.")
+  assert phrases.drop_sentence_repeats(responses[0]) == \
+      "For a headache, rest, and often fades. Drink water."
+  g = group_of(task, responses)
+  assert by_id(intervening().attribute(g)[0])["c1"].label != "spurious"
+  lab = by_id(intervening(intervention_edits=("inrepeat",)).attribute(g)[0])["c1"]
+  assert lab.label == "spurious" and dict(lab.signals)["flipped_by"] == "inrepeat"
+
+
+def test_intervention_overturns_false_keeps_an_unconfirmed_suspicion():
+  """A correlational spurious label no edit confirms becomes agree by default; with
+  evolver.intervention_overturns False it stands (the edits only add labels)."""
+  g = group_of(fx.PADDED, THOROUGH_RESPONSES)
+  before = by_id(RuleAttributor(fx.settings()).labels(g))["c2"]
+  assert before.label == "spurious"
+  assert by_id(intervening().attribute(g)[0])["c2"].label == "agree"
+  kept = by_id(intervening(intervention_overturns=False).attribute(g)[0])["c2"]
+  assert kept.label == "spurious"
+  assert dict(kept.signals)["correlational_label"] == "spurious"
