@@ -22,7 +22,8 @@ import ml_collections
 
 from harnessrl_jax.config_view import fits, kind
 from harnessrl_jax.errors import ConfigError, refuse
-from harnessrl_jax.evolver.config import AblationConfig, EvolverConfig, evolver_defaults
+from harnessrl_jax.evolver.config import (AblationConfig, EvolverConfig, ablation_defaults,
+                                          evolver_defaults)
 from harnessrl_jax.harness.config import HarnessConfig, harness_defaults
 from harnessrl_jax.judges.config import JudgeConfig, judge_defaults
 from harnessrl_jax.memory.config import MemoryConfig, memory_defaults
@@ -30,8 +31,7 @@ from harnessrl_jax.models.config import ModelSettings, model_defaults
 from harnessrl_jax.rl.config import RLConfig, rl_defaults
 from harnessrl_jax.rl.train_step import StepConfig
 from harnessrl_jax.rollout.config import RolloutConfig, rollout_defaults
-from harnessrl_jax.run.config import (DataConfig, TrainConfig, ablation_defaults,
-                                        data_defaults, train_defaults)
+from harnessrl_jax.run.config import DataConfig, TrainConfig, data_defaults, train_defaults
 
 
 def base_config() -> ml_collections.ConfigDict:

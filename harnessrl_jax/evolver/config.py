@@ -16,7 +16,6 @@ import ml_collections
 from harnessrl_jax.config_view import section_view
 from harnessrl_jax.errors import refuse
 from harnessrl_jax.evolver.types import ALL_ROUTES
-from harnessrl_jax.run.config import ablation_defaults
 
 BACKENDS = ("rule", "llm")
 
@@ -187,8 +186,26 @@ class EvolverConfig(section_view(evolver_defaults, "config.evolver")):
     return {"guidance": self.guidance_band, "rubric": self.rubric_band}
 
 
+def ablation_defaults() -> ml_collections.ConfigDict:
+  """Switches of the paper's ablations (all on: the full method).
+
+  Fields:
+    routes: the evolver routes that may propose updates; a route left out records a noop
+      for its labelled criteria ("rubric_only" keeps ("rubric",), ...).
+    critic: False accepts every structurally valid candidate without measuring it on the
+      policy (the paper's "no critic"); structural validity (anchors, Lambda, caps) stays.
+    memory: False runs the evolver without memory: no time index, no donors, no reversal
+      check (the paper's "no critic and no memory" with critic False).
+  """
+  a = ml_collections.ConfigDict()
+  a.routes = ("rubric", "guidance", "sampling")
+  a.critic = True
+  a.memory = True
+  return a
+
+
 class AblationConfig(section_view(ablation_defaults, "config.ablation")):
-  """`config.ablation` (defaults and meanings: run/config.py's `ablation_defaults`), typed.
+  """`config.ablation` (defaults and meanings: `ablation_defaults` above), typed.
 
   The paper's ablations, each a property of a role built once by `build_evolver`:
     routes  the proposer proposes only on these routes; a dropped route's labelled

@@ -1,7 +1,7 @@
-"""The training driver's config sections, `config.data`, `config.train` and
-`config.ablation` (mounted by `harnessrl_jax.config.base_config()`): their documented
-defaults and the typed views `DataConfig` and `TrainConfig` (the ablation section's view is
-`evolver.config.AblationConfig`)."""
+"""The training driver's config sections, `config.data` and `config.train` (mounted by
+`harnessrl_jax.config.base_config()`): their documented defaults and the typed views
+`DataConfig` and `TrainConfig`. (`config.ablation` switches parts of the evolver off: it
+lives with the evolver, in evolver/config.py.)"""
 
 from __future__ import annotations
 
@@ -53,24 +53,6 @@ def train_defaults() -> ml_collections.ConfigDict:
   t.keep_checkpoints = 2
   t.oracle_groups_every = 1
   return t
-
-
-def ablation_defaults() -> ml_collections.ConfigDict:
-  """Switches of the paper's ablations (all on: the full method).
-
-  Fields:
-    routes: the evolver routes that may propose updates; a route left out records a noop
-      for its labelled criteria ("rubric_only" keeps ("rubric",), ...).
-    critic: False accepts every structurally valid candidate without measuring it on the
-      policy (the paper's "no critic"); structural validity (anchors, Lambda, caps) stays.
-    memory: False runs the evolver without memory: no time index, no donors, no reversal
-      check (the paper's "no critic and no memory" with critic False).
-  """
-  a = ml_collections.ConfigDict()
-  a.routes = ("rubric", "guidance", "sampling")
-  a.critic = True
-  a.memory = True
-  return a
 
 
 class DataConfig(section_view(data_defaults, "config.data")):
