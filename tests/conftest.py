@@ -103,7 +103,8 @@ def pytest_configure(config):
 LONGEST_FIRST = ("test_evolver_llm_jetstream.py", "test_experiment.py", "test_train_resume.py", "test_models_gemma4.py",
                  "test_models_parity.py", "test_rl_train_step.py", "test_models_smollm2.py",
                  "test_models_sharding.py", "test_rollout_sampler.py",
-                 "test_judges_logit_verdict.py", "test_serving_jetstream.py")
+                 "test_judges_logit_verdict.py", "test_serving_jetstream.py",
+                 "test_pool_jetstream_fault.py")
 
 
 def pytest_collection_modifyitems(config, items):
