@@ -101,8 +101,8 @@ def pytest_configure(config):
 # longest files (measured 2026-12-02) go first, so that no worker ends the run alone with one
 # of them (alphabetical order left one worker ~60 s behind the other in a simulation).
 LONGEST_FIRST = ("test_evolver_llm_jetstream.py", "test_experiment.py", "test_train_resume.py",
-                 "test_models_gemma4.py", "test_models_parity.py", "test_rl_train_step.py", "test_models_smollm2.py",
-                 "test_models_sharding.py", "test_rollout_sampler.py",
+                 "test_models_gemma4.py", "test_models_parity.py", "test_rl_train_step.py",
+                 "test_models_smollm2.py", "test_models_sharding.py", "test_rollout_sampler.py",
                  "test_judges_logit_verdict.py", "test_serving_jetstream.py",
                  "test_pool_jetstream_fault.py")
 
