@@ -9,7 +9,7 @@ Backends (judge.backend):
                            '{"criteria_met":' and the verdict is the likelier of the
                            "true"/"false" next tokens (judges/logit_client.py); always a
                            verdict, raw text "logit verdict: p_true=...";
-              "generate" - greedy JSON verdicts through the rollout engine, parsed.
+              "generate" - greedy JSON verdicts through the rollout sampler, parsed.
   jetstream - a JetStream server started with `python -m harnessrl_jax.serve`.
   openai    - any OpenAI-compatible chat-completions server (vLLM, SGLang, tpu-inference).
   hybrid    - program checks where a criterion has one, `judge.llm_backend` otherwise.

@@ -1,4 +1,4 @@
-"""A JAX model in this process as a TextClient: greedy decoding through the rollout engine.
+"""A JAX model in this process as a TextClient: greedy decoding through the rollout sampler.
 
 The CPU default judge: no server, no network. Prompts are tokenised with the model's chat
 template (`PromptBuilder.encode_chat`), decoded greedily in batches of `batch_size` (batch

@@ -12,7 +12,7 @@ s % window, which slot an entry holds following from g), so their memory does no
 rows' slots stay contiguous, so the window counted in slots is the window in tokens.
   prefill: runs the prompt minus its last token, left-padded to its length rounded up to
            PREFILL_MULTIPLE (not to JetStream's power-of-two bucket), keeping the last
-           token to feed first: exactly what the rollout engine does, so greedy output
+           token to feed first: exactly what the rollout sampler does, so greedy output
            equals the local judge's.
            With kept prefixes (serving/prefix_cache.py, models that attend fully), a
            prompt whose first whole 16-token blocks equal a kept prompt's computes only the

@@ -1,4 +1,4 @@
-"""The critic's guidance re-sample through the real rollout engine (random tiny model):
+"""The critic's guidance re-sample through the real rollout sampler (random tiny model):
 the measurement equals an independent recomputation, and same keys give the same H."""
 
 import jax
@@ -94,7 +94,7 @@ def test_same_key_same_next_harness_on_the_tiny_policy(sampler):
 def test_prefetched_resamples_give_the_same_step_on_the_tiny_policy(sampler):
   """Three tasks, each with a guidance candidate: drawn ahead in one call
   (evolver.prefetch_resamples, the default) or one call per candidate, the step is the
-  same, through the real rollout engine."""
+  same, through the real rollout sampler."""
   tasks = [Task(f"t-{w}", "science", (Message("user", f"Describe the {w}."),), TASK.criteria)
            for w in ("water cycle", "moon", "tides")]
   h = from_tasks(tasks)

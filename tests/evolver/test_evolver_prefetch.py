@@ -1,6 +1,6 @@
 """`Prefetched` (evolver/prefetch.py): requests drawn ahead in one call answer the same
 single-conversation calls once; anything else reaches the sampler. The step-level
-equivalence through the real rollout engine is in tests/evolver/test_evolver_policy.py."""
+equivalence through the real rollout sampler is in tests/evolver/test_evolver_policy.py."""
 
 import dataclasses
 
@@ -14,7 +14,7 @@ from tests.evolver import test_evolver_fixtures as fx
 
 
 class KeyedSampler:
-  """Answers as the rollout engine keys its rows: one key -> row r of the call uses
+  """Answers as the rollout sampler keys its rows: one key -> row r of the call uses
   fold_in(key, r); a key per conversation -> sample j of conversation p uses
   fold_in(key[p], j). An answer names its conversation and its row key's bits."""
 

@@ -1,4 +1,4 @@
-"""LocalClient: greedy answers from a JAX model in process, through the rollout engine,
+"""LocalClient: greedy answers from a JAX model in process, through the rollout sampler,
 checked against greedy decoding by full forward passes (no KV cache)."""
 
 import jax

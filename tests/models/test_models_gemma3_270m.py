@@ -345,7 +345,7 @@ def test_judge_on_jetstream_and_local_backends(server, loaded, cache_dir):
     figures[backend] = _check_text_verdicts(matrix, client.log)
     raws[backend] = matrix.raw
     client.close()
-  # The server and the rollout engine decode the same ids greedily: the same answers.
+  # The server and the rollout sampler decode the same ids greedily: the same answers.
   assert raws["jetstream"] == raws["local"]
   # The local backend's default, logit verdicts: one forward per cell, always a verdict.
   judge = make_judge(_config(address, cache_dir, "local", "logits").judge, loaded=loaded)

