@@ -38,7 +38,7 @@ from harnessrl_jax.eval import heldout as heldout_score
 from harnessrl_jax.eval import oracle, protocols, report, stats
 from harnessrl_jax.eval.common import FLAGS as BENCH_FLAGS
 from harnessrl_jax.eval.common import require_file
-from harnessrl_jax.run.identity import retired_dropped
+from harnessrl_jax.run.identity import as_current_tree
 
 def _merge(cfg: ml_collections.ConfigDict, values: dict[str, Any]) -> None:
   """Sets stored values into cfg (lists become tuples where cfg holds a tuple)."""
@@ -65,8 +65,9 @@ def load_run_config(run_dir: str, fallback=None) -> ml_collections.ConfigDict:
     stored = json.load(f)
   cfg = base_config()
   with cfg.unlocked():
-    # a run recorded before a field left the tree loads without it (run/identity.py)
-    _merge(cfg, retired_dropped(stored.get(run_files.CONFIG_TREE, stored)))
+    # a run recorded before a field left or joined the tree loads in today's fields
+    # (run/identity.py)
+    _merge(cfg, as_current_tree(stored.get(run_files.CONFIG_TREE, stored)))
   return cfg
 
 

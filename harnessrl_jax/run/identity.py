@@ -25,7 +25,8 @@ float rounding, and a run promises bit-identical resumes.
 Every leaf of `config.base_config()` not in `OPERATIONAL` is an experiment field, so a new
 field is one until it is listed there with its reason (a change is refused: the safe side).
 docs/operational.md lists the operational fields and why. A field that has left the tree
-but that recorded runs hold is in `RETIRED`.
+but that recorded runs hold is in `RETIRED`; one that joined it after runs were recorded
+without it, with the value that reproduces them, in `ADDED`.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ OPERATIONAL: Mapping[str, str] = MappingProxyType({
 
 # Fields a run recorded before they left the tree -> the value they must hold for the
 # record to mean what the current tree means (given the record's other fields). A recorded
-# config holding one is read with the field dropped (`retired_dropped`): resume, evaluation
+# config holding one is read with the field dropped (`as_current_tree`): resume, evaluation
 # and identity checks of older runs go on.
 RETIRED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
     # the learner's temperature: one number with the sampler's since (validate required it)
@@ -97,10 +98,32 @@ RETIRED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
     "evolver.async_evolver": lambda leaves: False,
 })
 
+# Fields that joined the tree after runs were recorded without them -> the value under
+# which the current code computes what the code before the field computed (given the
+# record's other fields). A recorded config lacking one is read with that value filled in
+# (`as_current_tree`), so an older run resumes and is evaluated under a newer version while
+# the new option stays at it; any other value is a change like any other. A new field not
+# listed here is absent from older records, which reads as a change (the safe side): list
+# it only once old and new code were shown to give the same records at that value.
+ADDED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    # issue 46's options; records equal at f59676e and after (docs/testbed.md, "Power first")
+    "evolver.accept_test": lambda leaves: "band",       # the bands were the only rule
+    "evolver.accept_alpha": lambda leaves: 0.05,        # read by accept_test="ttest" only
+    "evolver.guidance_own_memory": lambda leaves: False,
+    "evolver.intervention_edits": lambda leaves: [],
+    "evolver.intervention_overturns": lambda leaves: True,
+})
 
-def retired_dropped(tree: Mapping[str, Any]) -> dict[str, Any]:
-  """A recorded config tree without its `RETIRED` fields (a deep copy; the others as
-  recorded).
+
+def _section(tree: dict[str, Any], parents: list[str]) -> dict[str, Any] | None:
+  for p in parents:
+    tree = tree.get(p) if isinstance(tree, dict) else None
+  return tree if isinstance(tree, dict) else None
+
+
+def as_current_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
+  """A recorded config tree in the current tree's fields (a deep copy): its `RETIRED`
+  fields dropped, the `ADDED` fields it lacks filled in, the others as recorded.
 
   Raises:
     ConfigError: naming each retired field whose recorded value differs from the one the
@@ -115,11 +138,14 @@ def retired_dropped(tree: Mapping[str, Any]) -> dict[str, Any]:
   out = copy.deepcopy(dict(tree))
   for path in RETIRED:
     *parents, name = path.split(".")
-    section = out
-    for p in parents:
-      section = section.get(p) if isinstance(section, Mapping) else None
-    if isinstance(section, dict):
+    section = _section(out, parents)
+    if section is not None:
       section.pop(name, None)
+  for path, implied in ADDED.items():
+    *parents, name = path.split(".")
+    section = _section(out, parents)
+    if section is not None and path not in leaves:
+      section[name] = implied(leaves)
   return out
 
 
@@ -167,9 +193,10 @@ class Change:
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Change, ...]:
   """Every field whose value differs between two config trees, sorted by path; `old` may
-  be a recorded tree with `RETIRED` fields (they are dropped, or refused: `retired_dropped`).
+  be a recorded tree of another version (read by `as_current_tree`: retired fields dropped
+  or refused, added ones filled in).
   """
-  a, b = flat(retired_dropped(old)), flat(new)
+  a, b = flat(as_current_tree(old)), flat(new)
   return tuple(Change(k, a.get(k), b.get(k))
                for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 

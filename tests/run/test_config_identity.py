@@ -26,6 +26,8 @@ def test_operational_fields_exist_and_retired_ones_are_gone():
   fields = leaves()   # every other field is an experiment field
   assert set(ci.OPERATIONAL) - fields == set(), "no such fields"
   assert set(ci.RETIRED) & fields == set(), "a retired field is back in the tree"
+  assert set(ci.ADDED) - fields == set(), "an added field has left the tree: retire it"
+  assert set(ci.ADDED) & set(ci.OPERATIONAL) == set(), "operational: no need to list it"
 
 
 def test_docs_show_the_operational_table():
@@ -79,7 +81,7 @@ def test_a_run_recorded_with_retired_fields_still_loads(tmp_path, monkeypatch):
   c.rollout.temperature = 0.7
   old = _recorded_before_retirements(c)
   assert ci.differences(old, ci.config_tree(c)) == ()
-  assert ci.retired_dropped(old) == ci.config_tree(c)
+  assert ci.as_current_tree(old) == ci.config_tree(c)
   # The evaluator's reader, and the resume guard and recorder of a workdir with a checkpoint.
   (tmp_path / run_files.CONFIG).write_text(json.dumps(
       {run_files.EXPERIMENT_SHA256: "recorded", run_files.CONFIG_TREE: old}))
@@ -105,3 +107,45 @@ def test_a_retired_field_that_meant_another_run_is_refused():
   lines = str(e.value).splitlines()
   assert [l.split(":")[0] for l in lines] == ["recorded config.rl.temperature = 0.7",
                                               "recorded config.evolver.async_evolver = True"]
+
+
+def _recorded_before_additions(config):
+  """The config.json tree a run of `config` wrote before the `ADDED` fields existed."""
+  tree = ci.config_tree(config)
+  for path in ci.ADDED:
+    section, name = path.split(".")
+    del tree[section][name]
+  return tree
+
+
+def test_added_fields_are_filled_with_todays_defaults():
+  # so a run recorded before them resumes under the defaults, which reproduce it
+  tree = ci.config_tree(base_config())
+  now = ci.flat(tree)
+  assert {p: f(now) for p, f in ci.ADDED.items()} == {p: now[p] for p in ci.ADDED}
+  assert ci.as_current_tree(_recorded_before_additions(base_config())) == tree
+
+
+def test_a_run_recorded_before_a_field_was_added_resumes(tmp_path, monkeypatch):
+  c = base_config()
+  c.rollout.temperature = 0.7
+  old = _recorded_before_additions(c)
+  assert ci.differences(old, ci.config_tree(c)) == ()
+  (tmp_path / run_files.CONFIG).write_text(json.dumps(
+      {run_files.EXPERIMENT_SHA256: "recorded", run_files.CONFIG_TREE: old}))
+  loaded = load_run_config(str(tmp_path))
+  assert loaded.evolver.accept_test == "band" and not loaded.evolver.guidance_own_memory
+  monkeypatch.setattr(checkpoint, "has_checkpoint", lambda workdir: True)
+  checkpoint.guard_config(c, str(tmp_path))
+  assert checkpoint.record_config(c, str(tmp_path), resumed_at=3) == []
+  # The new option at another value is another experiment, refused like any change.
+  c.evolver.accept_test = "ttest"
+  with pytest.raises(ConfigError, match=r"evolver.accept_test: 'band' -> 'ttest'"):
+    checkpoint.guard_config(c, str(tmp_path))
+
+
+def test_a_new_field_not_listed_as_added_still_reads_as_a_change():
+  tree = ci.config_tree(base_config())
+  del tree["evolver"]["intervention_flip_share"]
+  assert [c.field for c in ci.differences(tree, ci.config_tree(base_config()))] == [
+      "evolver.intervention_flip_share"]
