@@ -99,19 +99,18 @@ RETIRED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
 })
 
 # Fields that joined the tree after runs were recorded without them -> the value under
-# which the current code computes what the code before the field computed (given the
-# record's other fields). A recorded config lacking one is read with that value filled in
+# which the current code computes what the code before the field computed. A recorded config lacking one is read with that value filled in
 # (`as_current_tree`), so an older run resumes and is evaluated under a newer version while
 # the new option stays at it; any other value is a change like any other. A new field not
 # listed here is absent from older records, which reads as a change (the safe side): list
 # it only once old and new code were shown to give the same records at that value.
-ADDED: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+ADDED: Mapping[str, Any] = MappingProxyType({
     # issue 46's options; records equal at f59676e and after (docs/testbed.md, "Power first")
-    "evolver.accept_test": lambda leaves: "band",       # the bands were the only rule
-    "evolver.accept_alpha": lambda leaves: 0.05,        # read by accept_test="ttest" only
-    "evolver.guidance_own_memory": lambda leaves: False,
-    "evolver.intervention_edits": lambda leaves: [],
-    "evolver.intervention_overturns": lambda leaves: True,
+    "evolver.accept_test": "band",       # the bands were the only rule
+    "evolver.accept_alpha": 0.05,        # read by accept_test="ttest" only
+    "evolver.guidance_own_memory": False,
+    "evolver.intervention_edits": [],
+    "evolver.intervention_overturns": True,
 })
 
 
@@ -141,11 +140,11 @@ def as_current_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
     section = _section(out, parents)
     if section is not None:
       section.pop(name, None)
-  for path, implied in ADDED.items():
+  for path, value in ADDED.items():
     *parents, name = path.split(".")
     section = _section(out, parents)
     if section is not None and path not in leaves:
-      section[name] = implied(leaves)
+      section[name] = copy.deepcopy(value)
   return out
 
 
