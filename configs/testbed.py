@@ -9,7 +9,8 @@ Arms (each a few fields over the full method, as configs/grpo_static.py ... over
 configs/default.py): harnessrl (the full method), grpo_static (no evolver), no_critic,
 rubric_only, guidance_only, sampling_only, and harnessrl_transfer (the full method with
 evolver.transfer_tasks: an accepted rubric repair is offered to the other tasks that share
-its criterion; beyond the paper), and harnessrl_levers (issue 46's levers over it).
+its criterion; beyond the paper), harnessrl_levers (issue 46's levers over it) and
+harnessrl_ttest (harnessrl_transfer with only the accept decision changed to a t test).
 
 The experiment section:
   arms        the arms to run, in this order
@@ -46,6 +47,10 @@ ARMS = {
                          "evolver.accept_test": "ttest", "evolver.accept_alpha": 0.05,
                          "evolver.guidance_own_memory": True,
                          "harness.guidance_caps": (3, 2, 1, 1)},
+    # harnessrl_transfer with the accept decision alone as a t test at alpha 0.05: its
+    # realised false-accept rate against the bands' on the same seeds
+    "harnessrl_ttest": {"evolver.transfer_tasks": 8,
+                        "evolver.accept_test": "ttest", "evolver.accept_alpha": 0.05},
 }
 
 
