@@ -183,6 +183,17 @@ class Decision:
   test: Any                 # acceptance.TestResult
 
 
+def measured_draw(draws: Sequence[Any], r_old: float | None, rewards_of):
+  """The draw (and its rewards) a candidate was measured on. The log names the step and
+  the task, not the draw, so with a task drawn twice in one step the logged mean reward
+  before the change (`r_old`, a fraction) picks the group; the first draw when it is not
+  logged."""
+  graded = [(d, rewards_of(d)) for d in draws]
+  if r_old is None or len(graded) == 1:
+    return graded[0]
+  return min(graded, key=lambda dr: abs(float(np.nanmean(dr[1])) - float(r_old)))
+
+
 def accept_decisions(run_dir: str, alpha: float) -> list[Decision]:
   """Every measured rubric and guidance candidate of the run's own groups (repairs offered
   to other tasks are measured on groups the log does not hold: left out), with the t
@@ -201,9 +212,9 @@ def accept_decisions(run_dir: str, alpha: float) -> list[Decision]:
   problems: list[str] = []
   groups = testbed._groups([(f"{rf.GROUPS}:{n}", r) for n, r in enumerate(
       _rows(os.path.join(run_dir, rf.GROUPS)), 1)], {}, problems)
-  first = {}
+  drawn = defaultdict(list)   # a task can be drawn twice in a step: one group per draw
   for g in groups:
-    first.setdefault((g.step, g.task.id), g)
+    drawn[(g.step, g.task.id)].append(g)
   rows = _rows(os.path.join(run_dir, rf.CANDIDATES))
   out: list[Decision] = []
   step, h = None, None
@@ -219,13 +230,14 @@ def accept_decisions(run_dir: str, alpha: float) -> list[Decision]:
     if cand is None or meas is None:
       continue
     ops = [op_from_json(o) for o in cand["ops"]]
-    g = first.get((step, r["task_id"]))
+    draws = drawn.get((step, r["task_id"]), [])
     measured = (r["route"] in ("rubric", "guidance") and not r.get("offered_from")
-                and meas.get("delta") is not None and g is not None
+                and meas.get("delta") is not None and draws
                 and not any("(iii)" in x or "(iv)" in x for x in meas.get("reasons", ())))
     if measured:
-      now = h.criteria(g.task.id)
-      old = rewards(g.task, g.responses, now)
+      now = h.criteria(draws[0].task.id)
+      g, old = measured_draw(
+          draws, meas.get("r_old"), lambda d: rewards(d.task, d.responses, now))
       if r["route"] == "rubric":
         new = rewards(g.task, g.responses, apply_all(h, ops).criteria(g.task.id))
         test = acceptance.paired(old, new, alpha, lam)
