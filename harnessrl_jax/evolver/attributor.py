@@ -216,8 +216,10 @@ class Intervention:
       by_edit: dict[str, dict[int, str]] = {}
       for j in yes:
         for e, t in edited_versions(group.responses[j]).items():
-          by_edit.setdefault(e, {})[j] = t
+          if self._keeps_answer(t):
+            by_edit.setdefault(e, {})[j] = t
       for e, by_j in self._group_edits(group, yes, sat_all[k]).items():
+        by_j = {j: t for j, t in by_j.items() if self._keeps_answer(t)}
         if by_j:
           by_edit[e] = by_j
       if by_edit or prior.label == "spurious":
@@ -235,6 +237,11 @@ class Intervention:
       labels.append(self._verdict(group, k, lab, probes[k], regraded, col)
                     if k in probes else lab)
     return dataclasses.replace(att, labels=tuple(labels)), cost
+
+  def _keeps_answer(self, edited: str) -> bool:
+    """evolver.intervention_min_words: an edit that leaves fewer words has taken the
+    answer, not a surface feature of it."""
+    return len(edited.split()) >= self.config.intervention_min_words
 
   def _group_edits(self, group: Group, yes: Sequence[int], sat: np.ndarray
                    ) -> dict[str, dict[int, str]]:

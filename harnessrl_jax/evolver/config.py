@@ -72,6 +72,10 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       confirm becomes "agree"; False: it stands, and the test only adds "spurious" labels
       (an edit that cannot expose a hack, e.g. a word count met without finishing, is no
       evidence that there is none; issue 46).
+    intervention_min_words: an edited response counts as an edit only while it keeps at
+      least this many words (0, as before: every edit counts; 1: an edit that removes the
+      whole answer, e.g. the filler edit on text that reads as none, takes the answer, not
+      a surface, and flips even "the response is not empty"; issue 46).
     accept_test: the critic's condition (ii) lower bound: "band" (the route's band, the
       paper's empirical rule) or "ttest" (evolver/acceptance.py, issue 46, beyond the
       paper: a one-sided t test of Delta > 0 at level accept_alpha, the band's upper bound
@@ -126,6 +130,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_rest_points = 10.0
   c.intervention_edits = ()
   c.intervention_overturns = True
+  c.intervention_min_words = 0
   c.accept_test = "band"
   c.accept_alpha = 0.05
   c.guidance_own_memory = False

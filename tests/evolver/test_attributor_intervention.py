@@ -542,3 +542,22 @@ def test_intervention_overturns_false_keeps_an_unconfirmed_suspicion():
   kept = by_id(intervening(intervention_overturns=False).attribute(g)[0])["c2"]
   assert kept.label == "spurious"
   assert dict(kept.signals)["correlational_label"] == "spurious"
+
+
+def test_an_edit_that_empties_the_answer_is_no_surface_edit_with_min_words():
+  """The filler edit drops every sentence of an answer that reads as no text: the edited
+  answer is empty and flips even "gives an answer". That took the answer, not a surface
+  feature of it (evolver.intervention_min_words 1); at 0, as before, it counts."""
+  task = Task("t-empty", "science", (Message("user", "Why do leaves change colour?"),), (
+      Criterion("c1", "Mentions chlorophyll", 6.0, check=fx.kw("chlorophyll")),
+      Criterion("c2", "Gives an answer", 3.0, anchor=False,
+                check=Check("char_count", FrozenMap({"min": 1}))),
+  ))
+  responses = SALAD_RESPONSES[:2] + ("Xqzt vlorp brunk kelo mrap zint.",
+                                     "Vlorp kelo xqzt brunk zint mrap.")
+  assert phrases.drop_filler(responses[2]) == ""
+  g = group_of(task, responses)
+  assert by_id(RuleAttributor(fx.settings()).labels(g))["c2"].label == "saturated"
+  assert by_id(intervening().attribute(g)[0])["c2"].label == "spurious"
+  kept = by_id(intervening(intervention_min_words=1).attribute(g)[0])["c2"]
+  assert kept.label == "saturated" and dict(kept.signals).get("flipped_by", "") == ""
