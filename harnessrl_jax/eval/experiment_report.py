@@ -40,6 +40,8 @@ report.json:
         "spurious_unplanted", "intervened", "used" / "correlational": {label: {"tp", "fp",
         "fn", "precision", "recall"}}} | null, "critic": {"seeds", "accepted",
         "followed_by_drop", "no_later_draw", "not_logged", "offered", "drop_rate"} | null,
+        "next_draw_lower": interval | null (of consecutive draws of a task, the share whose
+        later draw has a lower mean oracle reward: the critic's base rate),
         "cost": {"seeds", "wall_hours", "evolver_share"} | null}},
    "critic_comparison": {"with", "without", "seeds", "drop_rate_difference"} | null,
    "seed_mismatches": [{"arm", "seed", "step", "seed_score", "run_score"}],
@@ -256,6 +258,14 @@ def _critic(by_seed: Mapping[Any, Mapping], boot) -> dict | None:
           "drop_rate": _interval(r, 0, len(found), "seeds")}
 
 
+def _next_draw_lower(by_seed: Mapping[Any, Mapping], boot) -> dict | None:
+  found = [m["next_draw"] for m in by_seed.values() if m.get("next_draw", {}).get("pairs")]
+  if not found:
+    return None
+  r = boot(_seed_units([([n["lower"]], [n["pairs"]]) for n in found]))
+  return _interval(r, 0, len(found), "seeds")
+
+
 def _critic_comparison(arms: Mapping[str, Mapping[Any, Mapping]], pair: Sequence[str],
                        boot) -> dict | None:
   with_, without = (arms.get(a, {}) for a in pair)
@@ -330,7 +340,8 @@ def summarize(measured: Sequence[tuple[str, Any, str, Mapping]], *, reference: s
     d = {"seeds": list(by_seed), "heldout": held, "by_surface": _by_surface(by_seed),
          "train": train,
          "by_kind": _by_kind(by_seed), "attributor": _attributor(by_seed, boot),
-         "critic": _critic(by_seed, boot), "cost": _cost(by_seed, boot)}
+         "critic": _critic(by_seed, boot), "next_draw_lower": _next_draw_lower(by_seed, boot),
+         "cost": _cost(by_seed, boot)}
     detail[arm] = d
     headline.append(_headline(arm, len(by_seed), held, train, d["attributor"]))
   # Per-group rows stay out of report.json (run_measures recomputes them): they are most
@@ -553,16 +564,20 @@ def _critic_section(summary: Mapping) -> list[str]:
   lines = ["An accepted update is followed by a drop when the task's next logged group has a "
            "lower mean oracle reward than its group at the update's step. Repairs offered "
            "from another task (evolver.transfer_tasks) are counted apart: their task was "
-           "not drawn at that step.", ""]
+           "not drawn at that step. The base rate is the same measure over every pair of "
+           "consecutive draws of a task, updated in between or not (an arm without the "
+           "evolver has it too): a drop rate at the base rate says the next draw cannot "
+           "tell the accepted updates from no update.", ""]
   rows = []
   for arm, d in summary["arms_detail"].items():
     c = d["critic"]
     rows.append([arm] + (["n/a"] * 7 if c is None else [
         str(c["accepted"]), str(_measured(c)), str(c["followed_by_drop"]),
         _fmt(c["drop_rate"], 100), str(c["no_later_draw"]), str(c["not_logged"]),
-        str(c["offered"])]))
+        str(c["offered"])]) + [_fmt(d.get("next_draw_lower"), 100)])
   lines += _table(["arm", "accepted", "measured", "followed by drop", "drop %",
-                   "no later draw", "not logged", "offered repairs accepted"], rows)
+                   "no later draw", "not logged", "offered repairs accepted",
+                   "base rate: any next draw lower %"], rows)
   cmp = summary["critic_comparison"]
   lines.append("With vs without the critic: " + (
       "n/a (no seed has both arms' candidates)" if cmp is None else

@@ -484,6 +484,22 @@ def _critic(rows, pooled: Mapping[tuple[int, str], _Pooled], problems: list[str]
   return {**out, "events": events}
 
 
+def _next_draws(pooled: Mapping[tuple[int, str], _Pooled]) -> dict:
+  """The critic measure's base rate: of every pair of consecutive logged draws of a task,
+  updated in between or not, how many have a lower mean oracle reward at the later one (a
+  run without the evolver has it too: what "followed by a drop" is next to)."""
+  draws: dict[str, list[int]] = defaultdict(list)
+  for step, tid in sorted(pooled):
+    draws[tid].append(step)
+  pairs = lower = 0
+  for tid, steps in draws.items():
+    for a, b in zip(steps, steps[1:]):
+      before, after = _mean(pooled[(a, tid)].rewards), _mean(pooled[(b, tid)].rewards)
+      if before is not None and after is not None:
+        pairs, lower = pairs + 1, lower + (after < before)
+  return {"pairs": pairs, "lower": lower}
+
+
 def _cost(rows) -> dict | None:
   total = evolver = 0.0
   steps = 0
@@ -524,5 +540,6 @@ def run_measures(run_dir: str, truth: Truth, tasks_by_id: Mapping[str, Task]) ->
           if rf.ATTRIBUTIONS not in absent else None,
           "critic": _critic(candidates, pooled, problems) if rf.CANDIDATES not in absent
           else None,
+          "next_draw": _next_draws(pooled),
           "cost": _cost(_rows(run_dir, rf.METRICS, problems, absent)),
           "absent": absent, "problems": problems}

@@ -184,6 +184,9 @@ def test_train_hacks_classes_and_oracle_rewards(measures):
       [1 / 6, 1.0, 1 / 3, 0.5])
   assert [(g["hacks"], g["pairs"], g["instances"]) for g in s0["groups"]] == [(1, 2, 2),
                                                                              (0, 2, 1)]
+  # the critic's base rate: t1 1/6 -> 1/3 (up), t2 1.0 -> 0.5 (lower), no update needed
+  assert [g[rf.TASK_ID] for g in s0["groups"] + s1["groups"]] == ["t1", "t2", "t1", "t2"]
+  assert measures[("grpo_static", 0)]["next_draw"] == {"pairs": 2, "lower": 1}
 
 
 def test_attributor_counts(measures):
@@ -287,6 +290,10 @@ def test_report_numbers(written):
   critic = rep["arms_detail"]["harnessrl"]["critic"]
   assert (critic["accepted"], critic["followed_by_drop"]) == (8, 2)
   assert critic["drop_rate"]["mean"] == 0.5
+  draws = [r["measures"]["next_draw"] for r in rep["runs"] if r["arm"] == "grpo_static"]
+  assert len(draws) == 2 and sum(d["pairs"] for d in draws) > 0
+  assert rep["arms_detail"]["grpo_static"]["next_draw_lower"]["mean"] == pytest.approx(
+      sum(d["lower"] for d in draws) / sum(d["pairs"] for d in draws))
   assert rep["critic_comparison"] is None   # no no_critic runs
   assert rep["arms_detail"]["grpo_static"]["cost"]["evolver_share"]["mean"] == 0.0
   assert rep["seed_mismatches"] == [{"arm": "harnessrl", "seed": 1, rf.STEP: 2,
