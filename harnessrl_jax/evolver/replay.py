@@ -337,6 +337,13 @@ def instances(reps: Sequence[Replayed], truth: testbed.Truth) -> list[Instance]:
   return out
 
 
+def unplanted_spurious(reps: Sequence[Replayed], truth: testbed.Truth) -> int:
+  """How many replayed labels call a criterion the testbed did not plant spurious."""
+  planted = {(p.task_id, p.criterion_id) for p in truth.planted}
+  return sum(used == "spurious" and (tid, cid) not in planted
+             for rep in reps for (_, tid, cid), (used, _) in rep.labels.items())
+
+
 def _pr(xs: Sequence[Instance], label: str, which: str, surface: str | None = None
         ) -> tuple[int, int, int]:
   tp = fp = fn = 0
@@ -452,8 +459,10 @@ def main(argv: Sequence[str]) -> int:
     status = 1 if bad and not changes else status
     reps.append(rep)
   if FLAGS.truth:
-    print(report(instances(reps, testbed.load_truth(FLAGS.truth)),
-                 resamples=FLAGS.resamples, hide=FLAGS.hide))
+    truth = testbed.load_truth(FLAGS.truth)
+    print(report(instances(reps, truth), resamples=FLAGS.resamples, hide=FLAGS.hide))
+    print(f"spurious labels on criteria the testbed did not plant (no truth to grade them; "
+          f"each sends a rubric repair to the proposer): {unplanted_spurious(reps, truth)}")
   if FLAGS.accept_alpha is not None and FLAGS.truth:
     print(accept_report(FLAGS.run, testbed.load_truth(FLAGS.truth), FLAGS.accept_alpha))
   print(f"{time.perf_counter() - t0:.1f} s")

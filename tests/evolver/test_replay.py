@@ -1,8 +1,10 @@
 """evolver/replay.py's pure parts (the command end to end: tests/run/test_experiment.py)."""
 
+import types
+
 import numpy as np
 
-from harnessrl_jax.evolver.replay import measured_draw
+from harnessrl_jax.evolver.replay import measured_draw, unplanted_spurious
 
 
 def test_a_task_drawn_twice_in_a_step_is_matched_by_the_logged_mean():
@@ -17,3 +19,12 @@ def test_a_task_drawn_twice_in_a_step_is_matched_by_the_logged_mean():
   assert measured_draw(draws, None, rewards.get)[0] == "first"
   g, r = measured_draw(["only"], 0.9, lambda d: np.array([0.1]))
   assert g == "only" and r.tolist() == [0.1]
+
+
+def test_unplanted_spurious_counts_only_criteria_without_truth():
+  truth = types.SimpleNamespace(planted=[types.SimpleNamespace(task_id="t1", criterion_id="p1")])
+  rep = types.SimpleNamespace(labels={(0, "t1", "p1"): ("spurious", "agree"),
+                                      (0, "t1", "c1"): ("spurious", "spurious"),
+                                      (1, "t1", "c1"): ("agree", "spurious"),
+                                      (1, "t2", "c2"): ("spurious", "agree")})
+  assert unplanted_spurious([rep], truth) == 2
