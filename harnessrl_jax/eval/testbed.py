@@ -451,10 +451,16 @@ def _attributor(rows, truth: Truth, pooled: Mapping[tuple[int, str], _Pooled],
   return {**out, **counts}
 
 
-def _critic(rows, pooled: Mapping[tuple[int, str], _Pooled], problems: list[str]) -> dict:
+def draws_by_task(pooled: Mapping[tuple[int, str], Any]) -> dict[str, list[int]]:
+  """task id -> the steps it was drawn at, in order (the keys of `pooled`)."""
   draws: dict[str, list[int]] = defaultdict(list)
   for step, tid in sorted(pooled):
     draws[tid].append(step)
+  return draws
+
+
+def _critic(rows, pooled: Mapping[tuple[int, str], _Pooled], problems: list[str]) -> dict:
+  draws = draws_by_task(pooled)
   out: dict[str, Any] = dict.fromkeys(("accepted", "followed_by_drop", "no_later_draw",
                                         "not_logged", "offered"), 0)
   events = []
@@ -488,11 +494,8 @@ def _next_draws(pooled: Mapping[tuple[int, str], _Pooled]) -> dict:
   """The critic measure's base rate: of every pair of consecutive logged draws of a task,
   updated in between or not, how many have a lower mean oracle reward at the later one (a
   run without the evolver has it too: what "followed by a drop" is next to)."""
-  draws: dict[str, list[int]] = defaultdict(list)
-  for step, tid in sorted(pooled):
-    draws[tid].append(step)
   pairs = lower = 0
-  for tid, steps in draws.items():
+  for tid, steps in draws_by_task(pooled).items():
     for a, b in zip(steps, steps[1:]):
       before, after = _mean(pooled[(a, tid)].rewards), _mean(pooled[(b, tid)].rewards)
       if before is not None and after is not None:

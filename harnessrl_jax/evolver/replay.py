@@ -265,9 +265,7 @@ def accept_report(run_dirs: Sequence[str], truth: testbed.Truth, alpha: float) -
     groups = testbed._groups([(f"{rf.GROUPS}:{n}", r) for n, r in enumerate(
         _rows(os.path.join(d, rf.GROUPS)), 1)], {}, problems)
     _, pooled = testbed._train(groups, truth, judge)
-    draws: dict[str, list[int]] = defaultdict(list)
-    for st, tid in sorted(pooled):
-      draws[tid].append(st)
+    draws = testbed.draws_by_task(pooled)
     for x in decisions:
       t = tally[x.route]
       t["measured"][0] += 1
