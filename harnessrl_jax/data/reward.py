@@ -28,7 +28,8 @@ class Reward(NamedTuple):
   num_unscored: jnp.ndarray    # [] int32, real cells without a verdict
 
 
-def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False) -> Reward:
+def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False,
+                  xp=jnp) -> Reward:
   """Rewards of every rollout.
 
   Args:
@@ -37,19 +38,22 @@ def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False
     weights: [tasks, criteria] criterion weights lambda (negative = penalty).
     criterion_mask: [tasks, criteria] bool, False on padding.
     clip: clip rewards to [0, 1], for data whose convention says so (HealthBench does).
+    xp: the array module: jax.numpy (traceable) or numpy, for host-side callers that grade
+      many small groups of different shapes (the evolver's regrades), where jax.numpy
+      would compile once per shape. Both give the same float32 values.
   """
-  scores = jnp.asarray(scores, jnp.float32)
-  live = jnp.asarray(scored, bool) & jnp.asarray(criterion_mask, bool)[:, :, None]
-  lam = jnp.asarray(weights, jnp.float32)[:, :, None]
-  pos = jnp.maximum(lam, 0.0)
-  numer = jnp.sum(jnp.where(live, lam * scores, 0.0), axis=1)
-  denom = jnp.sum(jnp.where(live, pos, 0.0), axis=1)
-  total_pos = jnp.sum(jnp.where(jnp.asarray(criterion_mask)[:, :, None], pos, 0.0), axis=1)
+  scores = xp.asarray(scores, xp.float32)
+  live = xp.asarray(scored, bool) & xp.asarray(criterion_mask, bool)[:, :, None]
+  lam = xp.asarray(weights, xp.float32)[:, :, None]
+  pos = xp.maximum(lam, 0.0)
+  numer = xp.sum(xp.where(live, lam * scores, 0.0), axis=1)
+  denom = xp.sum(xp.where(live, pos, 0.0), axis=1)
+  total_pos = xp.sum(xp.where(xp.asarray(criterion_mask)[:, :, None], pos, 0.0), axis=1)
   valid = denom > 0
-  reward = jnp.where(valid, numer / jnp.where(valid, denom, 1.0), 0.0)
+  reward = xp.where(valid, numer / xp.where(valid, denom, 1.0), 0.0)
   if clip:
-    reward = jnp.clip(reward, 0.0, 1.0)
-  coverage = jnp.where(total_pos > 0, denom / jnp.where(total_pos > 0, total_pos, 1.0), 0.0)
-  real = jnp.broadcast_to(jnp.asarray(criterion_mask, bool)[:, :, None], live.shape)
-  num_unscored = jnp.sum(real & ~jnp.asarray(scored, bool)).astype(jnp.int32)
+    reward = xp.clip(reward, 0.0, 1.0)
+  coverage = xp.where(total_pos > 0, denom / xp.where(total_pos > 0, total_pos, 1.0), 0.0)
+  real = xp.broadcast_to(xp.asarray(criterion_mask, bool)[:, :, None], live.shape)
+  num_unscored = xp.sum(real & ~xp.asarray(scored, bool)).astype(xp.int32)
   return Reward(reward, valid, coverage, num_unscored)

@@ -92,7 +92,7 @@ def rest_rewards(group: Group, exclude: set[int]) -> np.ndarray:
   mask = np.array([k not in exclude for k in range(len(w))], bool)
   if not (w[mask] > 0).any():
     return np.full(len(group.responses), np.nan)
-  out = rubric_reward(group.scores[None], group.scored[None], w[None], mask[None])
+  out = rubric_reward(group.scores[None], group.scored[None], w[None], mask[None], xp=np)
   return np.where(np.asarray(out.valid[0]), np.asarray(out.reward[0], np.float64), np.nan)
 
 
@@ -269,7 +269,7 @@ class Intervention:
     if not texts:
       return None, Cost()
     judged = grade(self.judge, [group.task], [list(texts)], [group.criteria],
-                   check_limit=False)
+                   check_limit=False, xp=np)
     k = len(group.criteria)
     out = Group(group.task, group.criteria, tuple(texts), judged.scores[0, :k],
                 judged.scored[0, :k], judged.rewards[0])

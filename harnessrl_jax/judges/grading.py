@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
 from harnessrl_jax.data.reward import rubric_reward
@@ -53,15 +54,16 @@ class Judged:
 
 def grade(judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
           criteria: Sequence[Sequence[Criterion]] | None = None, *,
-          check_limit: bool = True) -> Judged:
+          check_limit: bool = True, xp=jnp) -> Judged:
   """Verdicts and rubric rewards of responses[t][j]; `criteria` None grades by the tasks'
   own (seed) rubrics, else criteria[t] (an evolved or candidate rubric) grades task t.
   `check_limit` False: no JudgeError past judge.max_unscored_share (the critic counts its
-  failures against evolver.max_unscored_share instead)."""
+  failures against evolver.max_unscored_share instead). `xp`: the rewards' array module
+  (data.reward.rubric_reward; numpy for the evolver's many small regrades)."""
   m = judge.score(list(tasks), [list(r) for r in responses],
                   None if criteria is None else [tuple(c) for c in criteria],
                   check_limit=check_limit)
-  r = rubric_reward(m.scores, m.scored, m.weights, m.criterion_mask)
+  r = rubric_reward(m.scores, m.scored, m.weights, m.criterion_mask, xp=xp)
   return Judged(np.asarray(m.scores), np.asarray(m.scored),
                 np.asarray(r.reward, np.float64), np.asarray(r.valid), m.stats.failures,
                 int(m.num_cells), int(m.stats.requests))
