@@ -288,8 +288,9 @@ class Intervention:
     keep = prior.label == "spurious" and not self.config.intervention_overturns
     if not by_edit:
       sig["intervention_note"] = "no edit changed a satisfying response"
-      return dataclasses.replace(prior, signals=tuple(sorted(sig.items()))) if keep \
-          else _agreed(prior, sig)
+      untested = prior.label == "spurious" and self.config.intervention_untested_stands
+      return dataclasses.replace(prior, signals=tuple(sorted(sig.items()))) \
+          if keep or untested else _agreed(prior, sig)
     unchanged = prior.label == "saturated" or keep   # not borne out: it stays
     after_sat = regraded.satisfied()[k]
     lost = sum(int(after_sat[col[t]] < 0) for by_j in by_edit.values() for t in by_j.values())

@@ -72,6 +72,11 @@ def evolver_defaults() -> ml_collections.ConfigDict:
       confirm becomes "agree"; False: it stands, and the test only adds "spurious" labels
       (an edit that cannot expose a hack, e.g. a word count met without finishing, is no
       evidence that there is none; issue 46).
+    intervention_untested_stands: False (as before): with intervention_overturns, a
+      correlational "spurious" no edit could test (no edit changed a satisfying response)
+      becomes "agree" too; True: it stands, and only edits that changed the answers and
+      left the verdict standing overturn it (an untested suspicion is not a refuted one;
+      issue 46).
     intervention_min_words: an edited response counts as an edit only while it keeps at
       least this many words (0, as before: every edit counts; 1: an edit that removes the
       whole answer, e.g. the filler edit on text that reads as none, takes the answer, not
@@ -130,6 +135,7 @@ def evolver_defaults() -> ml_collections.ConfigDict:
   c.intervention_rest_points = 10.0
   c.intervention_edits = ()
   c.intervention_overturns = True
+  c.intervention_untested_stands = False
   c.intervention_min_words = 0
   c.accept_test = "band"
   c.accept_alpha = 0.05

@@ -111,6 +111,7 @@ ADDED: Mapping[str, Any] = MappingProxyType({
     "evolver.guidance_own_memory": False,
     "evolver.intervention_edits": [],
     "evolver.intervention_overturns": True,
+    "evolver.intervention_untested_stands": False,
     "evolver.intervention_min_words": 0,
 })
 

@@ -561,3 +561,22 @@ def test_an_edit_that_empties_the_answer_is_no_surface_edit_with_min_words():
   assert by_id(intervening().attribute(g)[0])["c2"].label == "spurious"
   kept = by_id(intervening(intervention_min_words=1).attribute(g)[0])["c2"]
   assert kept.label == "saturated" and dict(kept.signals).get("flipped_by", "") == ""
+
+
+def test_an_untested_suspicion_stands_with_intervention_untested_stands():
+  """A correlational spurious label that no edit could test (every satisfying answer is
+  fluent, finished, unrepeated) becomes agree by default; with
+  evolver.intervention_untested_stands it stands. One an edit did test, and whose verdict
+  held, is overturned either way."""
+  untestable = tuple(r.replace(" See Lee 2005.", "") for r in THOROUGH_RESPONSES)
+  g = group_of(fx.PADDED, untestable)
+  assert by_id(RuleAttributor(fx.settings()).labels(g))["c2"].label == "spurious"
+  dropped = by_id(intervening().attribute(g)[0])["c2"]
+  assert dropped.label == "agree"
+  assert dict(dropped.signals)["intervention_note"] == "no edit changed a satisfying response"
+  kept = by_id(intervening(intervention_untested_stands=True).attribute(g)[0])["c2"]
+  assert kept.label == "spurious"
+  assert dict(kept.signals)["correlational_label"] == "spurious"
+  tested = group_of(fx.PADDED, THOROUGH_RESPONSES)   # the filler edit takes "See Lee 2005."
+  held = by_id(intervening(intervention_untested_stands=True).attribute(tested)[0])["c2"]
+  assert held.label == "agree" and dict(held.signals)["intervention_edits"] == ("filler",)
