@@ -33,7 +33,7 @@ import os
 import sys
 import time
 import types
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -409,8 +409,18 @@ def report(xs: Sequence[Instance], *, resamples: int = 2000, hide: Sequence[str]
                                                               resamples=resamples)))
     for s in (s for s in testbed.SURFACES if s not in hide):
       lines.append(f"  spurious/{s:12s} " + _fmt(precision_recall(xs, "spurious", which, s,
-                                                                  resamples=resamples)))
+                                                                  resamples=resamples))
+                   + missed_as(xs, which, s))
   return "\n".join(lines)
+
+
+def missed_as(xs: Sequence[Instance], which: str, surface: str) -> str:
+  """Where the truly spurious instances of `surface` that `which` missed went: the labels
+  that `which` gave them instead ("" when none was missed)."""
+  got = Counter(getattr(x, which) for x in xs
+                if x.surface == surface and x.actual == "spurious" != getattr(x, which))
+  return ("; missed as " + ", ".join(f"{k} {n}" for k, n in sorted(got.items()))) if got \
+      else ""
 
 
 FLAGS = flags.FLAGS

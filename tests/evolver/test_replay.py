@@ -4,7 +4,7 @@ import types
 
 import numpy as np
 
-from harnessrl_jax.evolver.replay import measured_draw, unplanted_spurious
+from harnessrl_jax.evolver.replay import Instance, measured_draw, missed_as, unplanted_spurious
 
 
 def test_a_task_drawn_twice_in_a_step_is_matched_by_the_logged_mean():
@@ -28,3 +28,17 @@ def test_unplanted_spurious_counts_only_criteria_without_truth():
                                       (1, "t1", "c1"): ("agree", "spurious"),
                                       (1, "t2", "c2"): ("spurious", "agree")})
   assert unplanted_spurious([rep], truth) == 2
+
+
+def test_missed_as_names_the_labels_the_misses_got():
+  def inst(surface, actual, used, corr):
+    return Instance(0, (0, "t1"), "spurious", surface, actual, used, corr)
+  xs = [inst("padding", "spurious", "agree", "spurious"),
+        inst("padding", "spurious", "saturated", "saturated"),
+        inst("padding", "spurious", "agree", "agree"),
+        inst("padding", "spurious", "spurious", "agree"),      # found: no miss
+        inst("padding", "agree", "agree", "agree"),            # not spurious: no miss
+        inst("repetition", "spurious", "blind", "blind")]
+  assert missed_as(xs, "used", "padding") == "; missed as agree 2, saturated 1"
+  assert missed_as(xs, "correlational", "padding") == "; missed as agree 2, saturated 1"
+  assert missed_as(xs, "used", "stock_phrase") == ""
