@@ -40,7 +40,8 @@ def rubric_reward(scores, scored, weights, criterion_mask, *, clip: bool = False
     clip: clip rewards to [0, 1], for data whose convention says so (HealthBench does).
     xp: the array module: jax.numpy (traceable) or numpy, for host-side callers that grade
       many small groups of different shapes (the evolver's regrades), where jax.numpy
-      would compile once per shape. Both give the same float32 values.
+      would compile once per shape. The two agree to a few float32 ulps, not to the bit
+      (XLA's CPU division and sums round differently; tests/data/test_reward.py).
   """
   scores = xp.asarray(scores, xp.float32)
   live = xp.asarray(scored, bool) & xp.asarray(criterion_mask, bool)[:, :, None]

@@ -62,7 +62,6 @@ def test_no_scored_positive_weight_is_invalid():
   assert float(got.reward[0, 0]) == 0.0
 
 
-
 @pytest.mark.parametrize("shape", [(1, 5, 4), (1, 11, 4), (3, 9, 8), (2, 16, 6)])
 def test_numpy_and_jax_agree_to_a_float32_rounding(shape):
   # The evolver grades on the host with xp=numpy (no compile per group shape). XLA's CPU

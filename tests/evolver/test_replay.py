@@ -33,12 +33,13 @@ def test_unplanted_spurious_counts_only_criteria_without_truth():
 def test_missed_as_names_the_labels_the_misses_got():
   def inst(surface, actual, used, corr):
     return Instance(0, (0, "t1"), "spurious", surface, actual, used, corr)
-  xs = [inst("padding", "spurious", "agree", "spurious"),
+  xs = [inst("padding", "spurious", "agree", "blind"),
         inst("padding", "spurious", "saturated", "saturated"),
         inst("padding", "spurious", "agree", "agree"),
         inst("padding", "spurious", "spurious", "agree"),      # found: no miss
         inst("padding", "agree", "agree", "agree"),            # not spurious: no miss
         inst("repetition", "spurious", "blind", "blind")]
   assert missed_as(xs, "used", "padding") == "; missed as agree 2, saturated 1"
-  assert missed_as(xs, "correlational", "padding") == "; missed as agree 2, saturated 1"
+  assert missed_as(xs, "correlational", "padding") == \
+      "; missed as agree 2, blind 1, saturated 1"
   assert missed_as(xs, "used", "stock_phrase") == ""
